@@ -1,0 +1,84 @@
+# fusebox: one-command entry points. Everything goes through CMakePresets.json.
+#
+#   make deps    install missing Debian packages (apt-get; sudo if not root)
+#   make build   configure + build the release preset (gcc, -O2, -Werror)
+#   make test    release, asan, tsan in turn: configure, build, ctest; stops at the first failure
+#   make demo    build release and run the quickstart example
+#   make bench   build release and run the benchmarks
+#   make format  clang-format -i every C++ file git knows about (tracked or not ignored)
+#   make clean   remove build/
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev \
+                libbenchmark-dev make git
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
+
+# Parallelism for builds and tests: one job per core (2 on the CI box).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+CLANG_FORMAT ?= clang-format
+
+.PHONY: deps build test test-release test-asan test-tsan demo bench format format-check clean
+
+deps:
+	@missing=""; \
+	for pkg in $(DEB_PACKAGES); do \
+	  dpkg -s "$$pkg" 2>/dev/null | grep -q '^Status: install ok installed' || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing$$missing"; \
+	  $(APT) update; \
+	  $(APT) install -y --no-install-recommends $$missing; \
+	else \
+	  echo "deps: all packages present"; \
+	fi
+
+build: deps
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS)
+
+# Each preset: configure, build, ctest. Run one by one so that the first failure stops make.
+test: deps
+	$(MAKE) --no-print-directory test-release
+	$(MAKE) --no-print-directory test-asan
+	$(MAKE) --no-print-directory test-tsan
+
+test-release:
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS)
+	ctest --preset release -j $(JOBS)
+
+test-asan:
+	cmake --preset asan
+	cmake --build --preset asan -j $(JOBS)
+	$(ASAN_ENV) ctest --preset asan -j $(JOBS)
+
+test-tsan:
+	cmake --preset tsan
+	cmake --build --preset tsan -j $(JOBS)
+	$(TSAN_ENV) ctest --preset tsan -j $(JOBS)
+
+demo: build
+	./build/release/examples/quickstart
+
+bench: build
+	./build/release/bench/fusebox_bench --benchmark_repetitions=5 \
+	  --benchmark_report_aggregates_only=true
+
+format:
+	git ls-files -z --cached --others --exclude-standard -- '*.h' '*.cc' \
+	  | xargs -0 -r $(CLANG_FORMAT) -i
+
+format-check:
+	git ls-files -z --cached --others --exclude-standard -- '*.h' '*.cc' \
+	  | xargs -0 -r $(CLANG_FORMAT) --dry-run --Werror
+
+clean:
+	rm -rf build

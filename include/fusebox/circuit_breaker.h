@@ -1,0 +1,660 @@
+// fusebox/circuit_breaker.h: the circuit breaker.
+//
+// A CircuitBreaker watches the outcomes of calls to one dependency and, when
+// they go bad, refuses further calls for a while so that callers fail fast and
+// the dependency gets room to recover; then it lets a few probe calls through
+// and closes again when they succeed. It makes the decisions Resilience4j 2.x
+// makes for the same sequence of calls (see docs/semantics.md), under the same
+// configuration names in snake_case.
+//
+// States: CLOSED (calls pass, outcomes are recorded in a sliding window),
+// OPEN (calls are rejected until the wait ends), HALF_OPEN (a limited number of
+// probe calls pass and decide), and the operator states DISABLED (everything
+// passes, nothing is recorded), METRICS_ONLY and FORCED_CLOSED (everything
+// passes and is recorded, nothing trips), FORCED_OPEN (everything is
+// rejected). An operator state may carry an expiry, after which the breaker
+// returns to CLOSED by itself.
+//
+// Two ways to use it:
+//
+//   // 1. Let the breaker run the call, time it and classify it.
+//   fusebox::Result<Receipt> r = breaker->Call([&] { return payments.Charge(order); });
+//   if (!r && r.error().code() == fusebox::StatusCode::kCircuitOpen) return PayLater(order);
+//
+//   // 2. Take a permit, make the call yourself, report the outcome.
+//   fusebox::Result<fusebox::Permit> permit = breaker->TryAcquire();
+//   if (!permit) return Reject(permit.error());   // kCircuitOpen, with retry_at()
+//   auto reply = http.Get(url);
+//   if (reply.status >= 500) permit->Failure(reply.elapsed);
+//   else permit->Success(reply.elapsed);
+//
+// Rejections are values (Status kCircuitOpen with a reason and retry_at),
+// never exceptions. Exceptions thrown by a callable given to Call() are
+// classified, recorded, and propagate unchanged.
+//
+// Cost: in CLOSED, TryAcquire() plus Success() is two atomic loads and no
+// write when the window holds no failure and no slow call (see
+// docs/performance.md); an OPEN rejection reads the coarse clock once and
+// bumps one counter. No call allocates.
+//
+// Thread-safe.
+#ifndef FUSEBOX_CIRCUIT_BREAKER_H_
+#define FUSEBOX_CIRCUIT_BREAKER_H_
+
+#include <atomic>
+#include <cassert>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "fusebox/backoff.h"
+#include "fusebox/clock.h"
+#include "fusebox/result.h"
+#include "fusebox/status.h"
+
+namespace fusebox {
+
+class CircuitBreaker;
+class Registry;
+
+enum class State : std::uint8_t {
+  kClosed = 0,
+  kOpen,
+  kHalfOpen,
+  kDisabled,
+  kMetricsOnly,
+  kForcedOpen,
+  kForcedClosed,
+};
+
+// "CLOSED", "OPEN", "HALF_OPEN", "DISABLED", "METRICS_ONLY", "FORCED_OPEN",
+// "FORCED_CLOSED": Resilience4j's names.
+std::string_view StateName(State state) noexcept;
+
+enum class SlidingWindowType : std::uint8_t {
+  // The last sliding_window_size calls.
+  kCountBased,
+  // The calls of the last sliding_window_size seconds, in per-second buckets
+  // keyed by the epoch second in which each outcome was reported.
+  kTimeBased,
+};
+
+// Which decisions to reproduce where the reference and a stricter reading
+// differ. docs/semantics.md lists every difference.
+enum class Compatibility : std::uint8_t {
+  // fusebox's default: a permit remembers the state epoch (each transition
+  // starts a new one) it was issued in, and its outcome counts only in that
+  // epoch. A call admitted in CLOSED and reported after the breaker went
+  // HALF_OPEN does not decide the half-open verdict; an ignored or abandoned
+  // permit gives back only a half-open slot it took itself.
+  kDefault,
+  // Exactly Resilience4j 2.4.0: an outcome is recorded into whatever state is
+  // current when it is reported, and an ignored outcome in HALF_OPEN gives a
+  // probe slot back wherever its permit came from.
+  kResilience4j,
+};
+
+// How HALF_OPEN decides between OPEN and CLOSED.
+enum class HalfOpenPolicy : std::uint8_t {
+  // Resilience4j: after min(minimum_number_of_calls, permitted) probe results,
+  // a failure or slow-call rate at or above its threshold reopens, anything
+  // else closes (so 1 failure in 3 probes closes at a 50 % threshold).
+  kFailureRate,
+  // Seed 003, Opossum, gobreaker: the first failed (or slow) probe reopens at
+  // once; permitted_number_of_calls_in_half_open_state successes close.
+  kAnyFailureReopens,
+};
+
+// How Call() measures the duration of the callable.
+enum class CallTiming : std::uint8_t {
+  // kCoarse when slow_call_duration_threshold >= 1 s (the coarse clock's few
+  // milliseconds are then below 0.5 % of any slow/not-slow decision), else
+  // kPrecise.
+  kAuto,
+  // Clock::Now() twice: ~21 ns each on SystemClock here.
+  kPrecise,
+  // Clock::CoarseNow() twice: ~3 ns each, resolution a few milliseconds.
+  kCoarse,
+};
+
+enum class OutcomeKind : std::uint8_t { kSuccess, kFailure, kIgnored };
+
+std::string_view OutcomeKindName(OutcomeKind kind) noexcept;
+
+// What a finished call means to a breaker.
+struct Outcome {
+  OutcomeKind kind = OutcomeKind::kSuccess;
+  // How long the call took; decides slow or not.
+  Duration duration = Duration::zero();
+  // When positive: the dependency said "stop for this long" (a rate-limit
+  // signal with its Retry-After). The breaker opens at once for open_for,
+  // whatever the window says; a shorter hint never shortens a longer open.
+  Duration open_for = Duration::zero();
+
+  static Outcome Success(Duration d = Duration::zero()) { return {OutcomeKind::kSuccess, d}; }
+  static Outcome Failure(Duration d = Duration::zero()) { return {OutcomeKind::kFailure, d}; }
+  static Outcome Ignored(Duration d = Duration::zero()) { return {OutcomeKind::kIgnored, d}; }
+  // A failure that carries "open now for `open_for`".
+  static Outcome OpenFor(Duration open_for, Duration d = Duration::zero()) {
+    return {OutcomeKind::kFailure, d, open_for};
+  }
+};
+
+// Maps an exception thrown by a callable given to Call() to an outcome.
+using ExceptionClassifier = std::function<Outcome(const std::exception_ptr&)>;
+
+// Configuration of one breaker. Names and defaults are Resilience4j's
+// CircuitBreakerConfig, in snake_case; the last group is fusebox's own.
+// Fill it with designated initializers:
+//
+//   fusebox::CircuitBreakerConfig config{
+//       .failure_rate_threshold = 50,
+//       .sliding_window_size = 10,
+//       .minimum_number_of_calls = 10,
+//       .wait_duration_in_open_state = std::chrono::seconds(5),
+//   };
+struct CircuitBreakerConfig {
+  // Failure rate, in percent (0, 100], at or above which CLOSED opens and
+  // HALF_OPEN reopens. Default: 50.
+  float failure_rate_threshold = 50;
+  // Slow-call rate, in percent (0, 100], at or above which it opens.
+  // Default: 100.
+  float slow_call_rate_threshold = 100;
+  // A call is slow when its duration is strictly longer than this (> 0).
+  // Default: 60 s.
+  Duration slow_call_duration_threshold = std::chrono::seconds(60);
+  // Probe calls admitted in HALF_OPEN (>= 1). Default: 10.
+  int permitted_number_of_calls_in_half_open_state = 10;
+  // How long HALF_OPEN may wait for its verdict before it moves to
+  // transition_to_state_after_wait_duration; zero means forever. Default: 0.
+  Duration max_wait_duration_in_half_open_state = Duration::zero();
+  // Where max_wait_duration_in_half_open_state leads: kOpen (with a new full
+  // wait) or kClosed (with a fresh window). Default: kOpen.
+  State transition_to_state_after_wait_duration = State::kOpen;
+  // Default: kCountBased.
+  SlidingWindowType sliding_window_type = SlidingWindowType::kCountBased;
+  // Calls (kCountBased) or seconds (kTimeBased) in the window (>= 1).
+  // Default: 100.
+  int sliding_window_size = 100;
+  // Calls the window must hold before a rate is computed (>= 1). Capped at
+  // sliding_window_size for kCountBased only, as in Resilience4j.
+  // Default: 100.
+  int minimum_number_of_calls = 100;
+  // How long OPEN lasts (> 0) unless wait_interval_function is set.
+  // Default: 60 s.
+  Duration wait_duration_in_open_state = std::chrono::seconds(60);
+  // When set, the OPEN duration for attempt n (1 = first open after CLOSED,
+  // 2 = first reopening from HALF_OPEN, ...), e.g. backoff::Exponential.
+  // Called under the breaker's lock: keep it cheap and non-blocking.
+  // Default: unset.
+  IntervalFunction wait_interval_function = nullptr;
+  // When true, OPEN moves to HALF_OPEN by a timer on the clock as soon as the
+  // wait ends, instead of on the first call after it. Default: false.
+  bool automatic_transition_from_open_to_half_open_enabled = false;
+
+  // Classifies exceptions thrown by callables run with Call(). Default (unset):
+  // every exception is a failure.
+  ExceptionClassifier exception_classifier = nullptr;
+
+  // --- fusebox's own ---
+  // Opens after this many failures in a row in CLOSED, whatever the window and
+  // the minimum number of calls say (gobreaker, Failsafe). 0 disables it.
+  // Default: 0.
+  int consecutive_failure_threshold = 0;
+  // Spreads each OPEN duration uniformly over [w * (1 - j), w * (1 + j)], so
+  // that a fleet of instances does not probe in lockstep. In [0, 1).
+  // Not applied to an outcome's open_for hint. Default: 0.
+  double open_duration_jitter = 0;
+  // Seed of the jitter generator. Default: 0, meaning a seed derived from the
+  // breaker's name (so instances with different names spread apart while a
+  // test stays reproducible).
+  std::uint64_t jitter_seed = 0;
+  // Default: kFailureRate.
+  HalfOpenPolicy half_open_policy = HalfOpenPolicy::kFailureRate;
+  // Default: kDefault.
+  Compatibility compatibility = Compatibility::kDefault;
+  // Default: kAuto.
+  CallTiming call_timing = CallTiming::kAuto;
+
+  // OK, or kInvalidArgument naming the first field at fault and its rule,
+  // e.g. "failure_rate_threshold must be in (0, 100], got 0".
+  Status Validate() const;
+};
+
+// The window's counts, as Resilience4j's CircuitBreaker.Metrics reports them.
+struct CircuitBreakerMetrics {
+  State state = State::kClosed;
+  // Percent, or -1 while fewer than the minimum number of calls are buffered.
+  float failure_rate = -1;
+  float slow_call_rate = -1;
+  int buffered_calls = 0;
+  int failed_calls = 0;
+  int successful_calls = 0;
+  int slow_calls = 0;
+  int slow_successful_calls = 0;
+  int slow_failed_calls = 0;
+  // Calls rejected by the current state's metrics (see docs/semantics.md).
+  std::int64_t not_permitted_calls = 0;
+  // When OPEN or FORCED_OPEN with an expiry: when it ends.
+  std::optional<TimePoint> retry_at{};
+  // OPEN periods since the last CLOSED (attempt number of the interval
+  // function).
+  int open_attempts = 0;
+  // Outcomes reported after their state epoch ended and dropped (kDefault).
+  std::int64_t late_outcomes = 0;
+  // Exceptions thrown by listeners and swallowed.
+  std::int64_t listener_errors = 0;
+};
+
+enum class TransitionReason : std::uint8_t {
+  kFailureRate,          // CLOSED -> OPEN: failure rate at or above threshold
+  kSlowCallRate,         // CLOSED -> OPEN: slow-call rate at or above threshold
+  kConsecutiveFailures,  // CLOSED -> OPEN: consecutive_failure_threshold
+  kOpenForHint,          // -> OPEN (or OPEN extended): an outcome's open_for
+  kWaitElapsed,          // OPEN -> HALF_OPEN
+  kProbesSucceeded,      // HALF_OPEN -> CLOSED
+  kProbesFailed,         // HALF_OPEN -> OPEN
+  kHalfOpenTimeout,      // HALF_OPEN -> max_wait target
+  kOverrideExpired,      // operator state -> CLOSED
+  kOperator,             // ForceOpen, ForceClosed, Disable, MetricsOnly, Reset, TransitionTo*
+};
+
+// "failure_rate_exceeded", "slow_call_rate_exceeded", ...: stable snake_case
+// words for logs and metrics labels.
+std::string_view TransitionReasonName(TransitionReason reason) noexcept;
+
+struct TransitionEvent {
+  std::string_view breaker{};
+  State from = State::kClosed;
+  State to = State::kClosed;
+  TransitionReason reason = TransitionReason::kOperator;
+  // The window as it was when the transition was decided.
+  CircuitBreakerMetrics counts{};
+  TimePoint at{};
+  // When the new state ends, if it has an end (OPEN, or an expiring override).
+  std::optional<TimePoint> retry_at{};
+  // The operator's reason and actor, for operator transitions.
+  std::string_view detail{};
+  std::string_view actor{};
+};
+
+struct RejectionEvent {
+  std::string_view breaker{};
+  State state = State::kOpen;
+  // "open", "forced_open" or "half_open_full".
+  std::string_view reason{};
+  std::optional<TimePoint> retry_at{};
+};
+
+struct OutcomeEvent {
+  std::string_view breaker{};
+  // The state the outcome was recorded in.
+  State state = State::kClosed;
+  OutcomeKind kind = OutcomeKind::kSuccess;
+  Duration duration = Duration::zero();
+  bool slow = false;
+  // True when the outcome came from an ended state epoch and was dropped.
+  bool late = false;
+};
+
+// Receives a breaker's events. Called on the thread that caused the event,
+// after the breaker's lock is released; transitions are delivered one at a
+// time and in order. Exceptions are caught and counted. A listener must not
+// destroy the breaker it listens to.
+class CircuitBreakerListener {
+ public:
+  virtual ~CircuitBreakerListener() = default;
+  virtual void OnTransition(const TransitionEvent& /*event*/) {}
+  virtual void OnRejection(const RejectionEvent& /*event*/) {}
+  virtual void OnOutcome(const OutcomeEvent& /*event*/) {}
+};
+
+// An operator override (ForceOpen, ForceClosed, Disable, MetricsOnly).
+struct OverrideOptions {
+  // Why; carried in the transition event and the audit log.
+  std::string reason{};
+  // Who.
+  std::string actor{};
+  // After this long the breaker returns to CLOSED by itself (a timer on the
+  // clock, and checked on every call); zero means until changed. Default: 0.
+  Duration expires_after = Duration::zero();
+};
+
+// The operator state in force, if any.
+struct OverrideInfo {
+  State state = State::kForcedOpen;
+  std::string reason{};
+  std::string actor{};
+  TimePoint since{};
+  std::optional<TimePoint> expires_at{};
+};
+
+namespace internal {
+// Bits of CircuitBreaker's state word. Private; here because the inline fast
+// paths below read them.
+inline constexpr std::uint64_t kStateMask = 0xF;
+// A non-slow success of the current epoch changes nothing (COUNT_BASED window
+// full and holding no failure or slow call; no outcome listener): no write.
+inline constexpr std::uint64_t kFastSuccessBit = 1u << 4;
+// A non-slow success may be counted in the striped success counters
+// (TIME_BASED window holding no failure or slow call; no outcome listener).
+inline constexpr std::uint64_t kStripedSuccessBit = 1u << 5;
+// The current metrics are the half-open probe window's.
+inline constexpr std::uint64_t kProbeMetricsBit = 1u << 6;
+// Rejections must be reported to listeners.
+inline constexpr std::uint64_t kRejectionListenersBit = 1u << 7;
+inline constexpr int kEpochShift = 32;
+
+template <typename R>
+struct CallReturn {
+  using type = Result<R>;
+};
+template <>
+struct CallReturn<void> {
+  using type = Status;
+};
+template <>
+struct CallReturn<Status> {
+  using type = Status;
+};
+template <typename U>
+struct CallReturn<Result<U>> {
+  using type = Result<U>;
+};
+}  // namespace internal
+
+// Permission to make one call. Move-only. Record the outcome exactly once with
+// Success(), Failure(), Ignore() or Record(); a permit destroyed without an
+// outcome gives its half-open slot back, like Ignore(). A permit must not
+// outlive its breaker.
+//
+// Thread-compatible: one thread at a time may use a permit.
+class [[nodiscard]] Permit {
+ public:
+  Permit(Permit&& other) noexcept
+      : breaker_(std::exchange(other.breaker_, nullptr)),
+        epoch_(other.epoch_),
+        half_open_slot_(other.half_open_slot_) {}
+  Permit& operator=(Permit&& other) noexcept {
+    if (this != &other) {
+      Release();
+      breaker_ = std::exchange(other.breaker_, nullptr);
+      epoch_ = other.epoch_;
+      half_open_slot_ = other.half_open_slot_;
+    }
+    return *this;
+  }
+  Permit(const Permit&) = delete;
+  Permit& operator=(const Permit&) = delete;
+  ~Permit() { Release(); }
+
+  // The call succeeded after `duration`.
+  void Success(Duration duration) noexcept;
+  // The call failed after `duration`.
+  void Failure(Duration duration) noexcept { Record(Outcome::Failure(duration)); }
+  // The outcome says nothing about the dependency (a client error, a
+  // cancellation): not recorded; a half-open slot is given back.
+  void Ignore() noexcept { Record(Outcome::Ignored()); }
+  void Record(const Outcome& outcome) noexcept;
+
+  // False once an outcome was recorded or the permit was moved from.
+  bool pending() const noexcept { return breaker_ != nullptr; }
+
+ private:
+  friend class CircuitBreaker;
+  Permit(CircuitBreaker* breaker, std::uint32_t epoch, bool half_open_slot) noexcept
+      : breaker_(breaker), epoch_(epoch), half_open_slot_(half_open_slot) {}
+  void Release() noexcept;
+
+  CircuitBreaker* breaker_;
+  std::uint32_t epoch_;
+  bool half_open_slot_;
+};
+
+class CircuitBreaker {
+ public:
+  // Validates `config` and builds a breaker named `name` on `clock`, which
+  // must outlive it. Fails with kInvalidArgument naming the bad field.
+  static Result<std::unique_ptr<CircuitBreaker>> Create(std::string name,
+                                                        CircuitBreakerConfig config,
+                                                        Clock& clock = SystemClock());
+
+  CircuitBreaker(const CircuitBreaker&) = delete;
+  CircuitBreaker& operator=(const CircuitBreaker&) = delete;
+  ~CircuitBreaker();
+
+  // Asks to make one call. Returns a Permit, or a Status kCircuitOpen whose
+  // reason() is "open", "forced_open" or "half_open_full" and whose retry_at()
+  // is when OPEN ends (if it is known). Never blocks, never allocates.
+  Result<Permit> TryAcquire() noexcept;
+
+  // Runs `fn` under a permit, times it, records its outcome and returns what
+  // it returned: a Result<R> for a value R, the Status or Result<U> it returned
+  // itself (non-OK counts as a failure), or a Status for void. Rejections come
+  // back as kCircuitOpen without running `fn`. An exception thrown by `fn` is
+  // classified by config.exception_classifier, recorded, and rethrown.
+  template <typename F>
+  auto Call(F&& fn) -> typename internal::CallReturn<std::invoke_result_t<F&>>::type;
+
+  // As Call(fn), with `classify(const R&)` returning an OutcomeKind or an
+  // Outcome (whose duration, if zero, is filled in by the measurement).
+  template <typename F, typename C>
+  auto Call(F&& fn, C&& classify)
+      -> typename internal::CallReturn<std::invoke_result_t<F&>>::type;
+
+  // The current state. An expired OPEN stays OPEN here until a call (or the
+  // automatic-transition timer) moves it; see docs/semantics.md.
+  State state() const noexcept {
+    return static_cast<State>(word_.load(std::memory_order_acquire) & internal::kStateMask);
+  }
+  const std::string& name() const noexcept { return name_; }
+  const CircuitBreakerConfig& config() const noexcept { return config_; }
+  Clock& clock() const noexcept { return clock_; }
+
+  // A consistent snapshot of the window and counters.
+  CircuitBreakerMetrics metrics() const;
+
+  // Operator transitions. Each starts a new state epoch and a fresh window,
+  // except TransitionToOpen/HalfOpen, which keep the window as Resilience4j's
+  // transitionTo*State do.
+  void ForceOpen(OverrideOptions options = {});
+  void ForceClosed(OverrideOptions options = {});
+  void Disable(OverrideOptions options = {});
+  void MetricsOnly(OverrideOptions options = {});
+  // Back to CLOSED with an empty window, whatever the state; ends overrides.
+  void Reset(std::string reason = {}, std::string actor = {});
+  void TransitionToClosed();
+  void TransitionToOpen();
+  void TransitionToHalfOpen();
+
+  // The operator state in force, if any.
+  std::optional<OverrideInfo> active_override() const;
+
+  // Adds a listener; returns an id for RemoveListener(). Listeners are kept
+  // alive by the breaker until removed.
+  std::uint64_t AddListener(std::shared_ptr<CircuitBreakerListener> listener);
+  bool RemoveListener(std::uint64_t id);
+
+  // True when the registry may drop this breaker: CLOSED (or DISABLED) with no
+  // failure and no slow call in its window and no override in force.
+  bool IsQuiescent() const;
+
+ private:
+  struct Core;
+  friend class Permit;
+  friend class Registry;
+
+  CircuitBreaker(std::string name, CircuitBreakerConfig config, Clock& clock);
+
+  static State StateOf(std::uint64_t word) noexcept {
+    return static_cast<State>(word & internal::kStateMask);
+  }
+  static std::uint32_t EpochOf(std::uint64_t word) noexcept {
+    return static_cast<std::uint32_t>(word >> internal::kEpochShift);
+  }
+
+  Result<Permit> TryAcquireSlow(std::uint64_t word) noexcept;
+  void RecordSuccess(std::uint32_t epoch, bool half_open_slot, Duration d) noexcept;
+  void RecordSlow(std::uint32_t epoch, bool half_open_slot, const Outcome& outcome) noexcept;
+  void ReleasePermit(std::uint32_t epoch, bool half_open_slot) noexcept;
+  bool StripeSuccess(std::uint64_t word) noexcept;
+  TimePoint CallStart() const noexcept;
+  Duration CallElapsed(TimePoint start) const noexcept;
+  Outcome ClassifyException(const std::exception_ptr& e) const noexcept;
+
+  // --- Read on every call; written only on transitions. ---
+  // State (bits 0-3), flags (internal::k*Bit), state epoch (bits 32-63).
+  // Written with release under Core::mu, read with acquire (or relaxed where
+  // only the bits themselves matter); see circuit_breaker.cc.
+  alignas(64) std::atomic<std::uint64_t> word_;
+  // OPEN: the end of the wait (strict: a call is admitted only after it).
+  // FORCED_*/DISABLED/METRICS_ONLY with an expiry: when it reverts.
+  std::atomic<Duration::rep> deadline_ns_{0};
+  const Duration slow_threshold_;
+  const bool precise_call_timing_;
+  const bool resilience4j_;
+  Clock& clock_;
+  const std::string name_;
+  const CircuitBreakerConfig config_;
+
+  // --- Written on every rejection: a line of its own, so that rejections do
+  // not invalidate the line above in other cores' caches. Index 1 belongs to
+  // the probe window (internal::kProbeMetricsBit). ---
+  alignas(64) std::atomic<std::int64_t> not_permitted_[2] = {};
+
+  // Everything else: the windows, half-open bookkeeping, listeners, timers.
+  std::unique_ptr<Core> core_;
+};
+
+// ---------------------------------------------------------------------------
+// Inline fast paths. Kept here so that a CLOSED call costs no function call.
+
+inline Result<Permit> CircuitBreaker::TryAcquire() noexcept {
+  // Acquire pairs with the release store of every transition: a permit issued
+  // in CLOSED sees the window and config state of the epoch it carries.
+  const std::uint64_t word = word_.load(std::memory_order_acquire);
+  if (StateOf(word) == State::kClosed) [[likely]] {
+    return Permit(this, EpochOf(word), /*half_open_slot=*/false);
+  }
+  return TryAcquireSlow(word);
+}
+
+inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_slot,
+                                          Duration d) noexcept {
+  // Relaxed is enough: the flag bits are only a hint that is re-derived under
+  // the lock; acting on a stale "fast" bit linearizes this success just before
+  // the transition or failure that cleared it, which leaves the window exactly
+  // as a full, clean window is (a success replaces a success).
+  const std::uint64_t word = word_.load(std::memory_order_relaxed);
+  if (d <= slow_threshold_ && (EpochOf(word) == epoch || resilience4j_)) [[likely]] {
+    if (word & internal::kFastSuccessBit) return;
+    if ((word & internal::kStripedSuccessBit) && StripeSuccess(word)) return;
+  }
+  RecordSlow(epoch, half_open_slot, Outcome::Success(d));
+}
+
+inline void Permit::Success(Duration duration) noexcept {
+  assert(breaker_ != nullptr && "outcome recorded twice, or permit moved from");
+  std::exchange(breaker_, nullptr)->RecordSuccess(epoch_, half_open_slot_, duration);
+}
+
+inline void Permit::Record(const Outcome& outcome) noexcept {
+  assert(breaker_ != nullptr && "outcome recorded twice, or permit moved from");
+  CircuitBreaker* b = std::exchange(breaker_, nullptr);
+  if (outcome.kind == OutcomeKind::kSuccess && outcome.open_for <= Duration::zero()) {
+    b->RecordSuccess(epoch_, half_open_slot_, outcome.duration);
+  } else {
+    b->RecordSlow(epoch_, half_open_slot_, outcome);
+  }
+}
+
+inline void Permit::Release() noexcept {
+  if (breaker_ != nullptr) std::exchange(breaker_, nullptr)->ReleasePermit(epoch_, half_open_slot_);
+}
+
+namespace internal {
+template <typename R>
+Outcome DefaultClassify(const R& r) {
+  if constexpr (std::is_same_v<R, Status>) {
+    return r.ok() ? Outcome::Success() : Outcome::Failure();
+  } else if constexpr (requires { r.has_value(); r.error(); }) {
+    return r.has_value() ? Outcome::Success() : Outcome::Failure();
+  } else {
+    return Outcome::Success();
+  }
+}
+
+template <typename C, typename R>
+Outcome ApplyClassifier(C& classify, const R& r) {
+  using Out = std::invoke_result_t<C&, const R&>;
+  if constexpr (std::is_same_v<Out, OutcomeKind>) {
+    return Outcome{classify(r)};
+  } else {
+    static_assert(std::is_same_v<Out, Outcome>, "a classifier returns OutcomeKind or Outcome");
+    return classify(r);
+  }
+}
+
+inline void FillDuration(Outcome& o, Duration d) {
+  if (o.duration == Duration::zero()) o.duration = d;
+}
+}  // namespace internal
+
+template <typename F>
+auto CircuitBreaker::Call(F&& fn) -> typename internal::CallReturn<std::invoke_result_t<F&>>::type {
+  using R = std::invoke_result_t<F&>;
+  if constexpr (std::is_void_v<R>) {
+    return Call(std::forward<F>(fn), [] {});
+  } else {
+    return Call(std::forward<F>(fn), [](const R& r) { return internal::DefaultClassify(r); });
+  }
+}
+
+template <typename F, typename C>
+auto CircuitBreaker::Call(F&& fn, C&& classify)
+    -> typename internal::CallReturn<std::invoke_result_t<F&>>::type {
+  using R = std::invoke_result_t<F&>;
+  Result<Permit> permit = TryAcquire();
+  if (!permit) return std::move(permit).error();
+  const TimePoint start = CallStart();
+  try {
+    if constexpr (std::is_void_v<R>) {
+      fn();
+      permit->Success(CallElapsed(start));
+      return Status();
+    } else {
+      R r = fn();
+      Outcome o = internal::ApplyClassifier(classify, r);
+      internal::FillDuration(o, CallElapsed(start));
+      permit->Record(o);
+      return r;
+    }
+  } catch (...) {
+    Outcome o = ClassifyException(std::current_exception());
+    internal::FillDuration(o, CallElapsed(start));
+    if (permit->pending()) permit->Record(o);
+    throw;
+  }
+}
+
+inline TimePoint CircuitBreaker::CallStart() const noexcept {
+  // Call() reads the clock twice. Precise (~21 ns a read on SystemClock here)
+  // only when the slow-call threshold is short enough for the coarse clock's
+  // few milliseconds to matter; see CallTiming.
+  return precise_call_timing_ ? clock_.Now() : clock_.CoarseNow();
+}
+
+inline Duration CircuitBreaker::CallElapsed(TimePoint start) const noexcept {
+  const TimePoint end = precise_call_timing_ ? clock_.Now() : clock_.CoarseNow();
+  return end > start ? end - start : Duration::zero();
+}
+
+}  // namespace fusebox
+
+#endif  // FUSEBOX_CIRCUIT_BREAKER_H_

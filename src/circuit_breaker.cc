@@ -1,0 +1,1042 @@
+// The circuit breaker's state machine.
+//
+// Concurrency design (see also docs/performance.md):
+//   - word_ holds the state, the state epoch and a few flag bits. Every
+//     transition happens under Core::mu and publishes the new word with a
+//     release store; readers load it with acquire. The hot paths only read it.
+//   - CLOSED admission is one acquire load. A non-slow success into a window
+//     that holds no failure and no slow call changes no rate and, for a full
+//     COUNT_BASED window, no count either (a success replaces a success), so it
+//     writes nothing (kFastSuccessBit). For TIME_BASED the count still matters
+//     (it is the denominator of later rates), so such successes go to striped
+//     per-thread counters (kStripedSuccessBit) that are folded into the window,
+//     under the lock, before anything reads it.
+//   - Everything else (failures, slow calls, successes into a window that holds
+//     failures, half-open probes, transitions) runs under Core::mu: exact
+//     Resilience4j arithmetic, one lock, no lock-free cleverness where a
+//     decision depends on the whole window.
+//   - Listeners are never called under the lock. Transitions are queued under
+//     the lock and delivered in order by one thread at a time.
+#include "fusebox/circuit_breaker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fusebox/internal/mutex.h"
+#include "fusebox/internal/thread_annotations.h"
+#include "sliding_window.h"
+
+namespace fusebox {
+namespace {
+
+using internal::kEpochShift;
+using internal::kFastSuccessBit;
+using internal::kProbeMetricsBit;
+using internal::kRejectionListenersBit;
+using internal::kStateMask;
+using internal::kStripedSuccessBit;
+
+constexpr int kStripes = 4;
+constexpr std::uint64_t kLow32 = 0xFFFFFFFFull;
+
+std::int64_t SecondOf(TimePoint t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
+// Resilience4j computes rates as Java floats: numberOfFailedCalls * 100.0f /
+// numberOfBufferedCalls. The same float arithmetic gives the same decisions at
+// the edges (1 in 3 is 33.333332f, not 33.333333...).
+float RatePercent(std::int64_t part, std::int64_t total) {
+  return static_cast<float>(part) * 100.0f / static_cast<float>(total);
+}
+
+int Clamp(std::int64_t v) {
+  return static_cast<int>(std::min<std::int64_t>(v, std::numeric_limits<int>::max()));
+}
+
+std::uint64_t SplitMix(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// The stripe this thread adds its fast TIME_BASED successes to. Threads start
+// spread round-robin and move to the next stripe whenever they meet another
+// writer on theirs (as Java's LongAdder rehashes on contention), so that two
+// busy threads settle on different cache lines.
+thread_local unsigned t_stripe = [] {
+  static std::atomic<unsigned> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed) % kStripes;
+}();
+
+bool IsOverrideState(State s) {
+  return s == State::kDisabled || s == State::kMetricsOnly || s == State::kForcedOpen ||
+         s == State::kForcedClosed;
+}
+
+}  // namespace
+
+std::string_view StateName(State state) noexcept {
+  switch (state) {
+    case State::kClosed: return "CLOSED";
+    case State::kOpen: return "OPEN";
+    case State::kHalfOpen: return "HALF_OPEN";
+    case State::kDisabled: return "DISABLED";
+    case State::kMetricsOnly: return "METRICS_ONLY";
+    case State::kForcedOpen: return "FORCED_OPEN";
+    case State::kForcedClosed: return "FORCED_CLOSED";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view OutcomeKindName(OutcomeKind kind) noexcept {
+  switch (kind) {
+    case OutcomeKind::kSuccess: return "success";
+    case OutcomeKind::kFailure: return "failure";
+    case OutcomeKind::kIgnored: return "ignored";
+  }
+  return "unknown";
+}
+
+std::string_view TransitionReasonName(TransitionReason reason) noexcept {
+  switch (reason) {
+    case TransitionReason::kFailureRate: return "failure_rate_exceeded";
+    case TransitionReason::kSlowCallRate: return "slow_call_rate_exceeded";
+    case TransitionReason::kConsecutiveFailures: return "consecutive_failures";
+    case TransitionReason::kOpenForHint: return "retry_after_hint";
+    case TransitionReason::kWaitElapsed: return "wait_elapsed";
+    case TransitionReason::kProbesSucceeded: return "probes_succeeded";
+    case TransitionReason::kProbesFailed: return "probes_failed";
+    case TransitionReason::kHalfOpenTimeout: return "half_open_timeout";
+    case TransitionReason::kOverrideExpired: return "override_expired";
+    case TransitionReason::kOperator: return "operator";
+  }
+  return "unknown";
+}
+
+Status CircuitBreakerConfig::Validate() const {
+  auto bad = [](const char* field, const std::string& rule) {
+    return Status::InvalidArgument(std::string(field) + " " + rule);
+  };
+  auto ns = [](Duration d) { return std::to_string(d.count()) + " ns"; };
+  if (!(failure_rate_threshold > 0 && failure_rate_threshold <= 100)) {
+    return bad("failure_rate_threshold",
+               "must be in (0, 100], got " + std::to_string(failure_rate_threshold));
+  }
+  if (!(slow_call_rate_threshold > 0 && slow_call_rate_threshold <= 100)) {
+    return bad("slow_call_rate_threshold",
+               "must be in (0, 100], got " + std::to_string(slow_call_rate_threshold));
+  }
+  if (slow_call_duration_threshold <= Duration::zero()) {
+    return bad("slow_call_duration_threshold", "must be > 0, got " + ns(slow_call_duration_threshold));
+  }
+  if (permitted_number_of_calls_in_half_open_state < 1) {
+    return bad("permitted_number_of_calls_in_half_open_state",
+               "must be >= 1, got " + std::to_string(permitted_number_of_calls_in_half_open_state));
+  }
+  if (max_wait_duration_in_half_open_state < Duration::zero()) {
+    return bad("max_wait_duration_in_half_open_state",
+               "must be >= 0 (0 means no limit), got " + ns(max_wait_duration_in_half_open_state));
+  }
+  if (transition_to_state_after_wait_duration != State::kOpen &&
+      transition_to_state_after_wait_duration != State::kClosed) {
+    return bad("transition_to_state_after_wait_duration",
+               "must be OPEN or CLOSED, got " +
+                   std::string(StateName(transition_to_state_after_wait_duration)));
+  }
+  if (sliding_window_type != SlidingWindowType::kCountBased &&
+      sliding_window_type != SlidingWindowType::kTimeBased) {
+    return bad("sliding_window_type", "must be COUNT_BASED or TIME_BASED");
+  }
+  if (sliding_window_size < 1) {
+    return bad("sliding_window_size", "must be >= 1, got " + std::to_string(sliding_window_size));
+  }
+  if (minimum_number_of_calls < 1) {
+    return bad("minimum_number_of_calls",
+               "must be >= 1, got " + std::to_string(minimum_number_of_calls));
+  }
+  if (wait_duration_in_open_state <= Duration::zero() && !wait_interval_function) {
+    return bad("wait_duration_in_open_state", "must be > 0, got " + ns(wait_duration_in_open_state));
+  }
+  if (consecutive_failure_threshold < 0) {
+    return bad("consecutive_failure_threshold",
+               "must be >= 0 (0 disables it), got " + std::to_string(consecutive_failure_threshold));
+  }
+  if (!(open_duration_jitter >= 0 && open_duration_jitter < 1)) {
+    return bad("open_duration_jitter", "must be in [0, 1), got " + std::to_string(open_duration_jitter));
+  }
+  if (half_open_policy != HalfOpenPolicy::kFailureRate &&
+      half_open_policy != HalfOpenPolicy::kAnyFailureReopens) {
+    return bad("half_open_policy", "must be kFailureRate or kAnyFailureReopens");
+  }
+  if (compatibility != Compatibility::kDefault && compatibility != Compatibility::kResilience4j) {
+    return bad("compatibility", "must be kDefault or kResilience4j");
+  }
+  if (call_timing != CallTiming::kAuto && call_timing != CallTiming::kPrecise &&
+      call_timing != CallTiming::kCoarse) {
+    return bad("call_timing", "must be kAuto, kPrecise or kCoarse");
+  }
+  return Status();
+}
+
+// ---------------------------------------------------------------------------
+
+namespace {
+
+struct ListenerList {
+  std::vector<std::pair<std::uint64_t, std::shared_ptr<CircuitBreakerListener>>> items;
+};
+
+// A transition waiting to be delivered; owns the strings its event points to.
+struct PendingTransition {
+  TransitionEvent event;
+  std::string detail;
+  std::string actor;
+};
+
+enum class TimerKind : std::uint8_t { kOpenEnd, kHalfOpenMaxWait, kOverrideExpiry };
+
+// Lets a timer callback reach the breaker only while it is alive. The breaker
+// owns one; each scheduled callback holds a shared_ptr to it, so it outlives
+// the breaker if a timer is in flight. ~CircuitBreaker() clears `breaker`
+// under `mu`, which also waits for a callback that is running.
+struct TimerLink {
+  std::mutex mu;
+  CircuitBreaker* breaker = nullptr;
+};
+
+// One thread's share of fast TIME_BASED successes: high 32 bits the epoch
+// second (mod 2^32) they were reported in, low 32 bits their number.
+struct alignas(64) Stripe {
+  std::atomic<std::uint64_t> word{0};
+};
+
+}  // namespace
+
+struct CircuitBreaker::Core {
+  explicit Core(CircuitBreaker& breaker, const CircuitBreakerConfig& c)
+      : cb(breaker),
+        closed_window(c.sliding_window_type, c.sliding_window_size),
+        probe_window(SlidingWindowType::kCountBased, c.permitted_number_of_calls_in_half_open_state) {}
+
+  CircuitBreaker& cb;
+  mutable internal::Mutex mu;
+  internal::SlidingWindow closed_window FUSEBOX_GUARDED_BY(mu);
+  // Resilience4j's half-open metrics: COUNT_BASED of size permitted, whatever
+  // the closed window's type.
+  internal::SlidingWindow probe_window FUSEBOX_GUARDED_BY(mu);
+  int consecutive_failures FUSEBOX_GUARDED_BY(mu) = 0;
+  int half_open_available FUSEBOX_GUARDED_BY(mu) = 0;
+  int half_open_successes FUSEBOX_GUARDED_BY(mu) = 0;
+  int open_attempts FUSEBOX_GUARDED_BY(mu) = 0;
+  TimePoint state_since FUSEBOX_GUARDED_BY(mu){};
+  std::optional<OverrideInfo> override_info FUSEBOX_GUARDED_BY(mu);
+  std::uint64_t jitter_state FUSEBOX_GUARDED_BY(mu) = 0;
+  std::int64_t late_outcomes FUSEBOX_GUARDED_BY(mu) = 0;
+  std::atomic<std::int64_t> listener_errors{0};
+
+  // Listeners: the list is replaced, never modified, so that readers on the
+  // hot path can walk a snapshot without a lock. Replaced lists are retired,
+  // not freed, until the breaker dies: adding listeners is rare, and this
+  // avoids any reclamation scheme.
+  std::atomic<const ListenerList*> listeners{nullptr};
+  std::vector<std::unique_ptr<ListenerList>> retired FUSEBOX_GUARDED_BY(mu);
+  std::uint64_t next_listener_id FUSEBOX_GUARDED_BY(mu) = 1;
+
+  std::vector<PendingTransition> pending FUSEBOX_GUARDED_BY(mu);
+  bool dispatching FUSEBOX_GUARDED_BY(mu) = false;
+
+  std::shared_ptr<TimerLink> link = std::make_shared<TimerLink>();
+  TimerId open_timer FUSEBOX_GUARDED_BY(mu) = 0;
+  TimerId half_open_timer FUSEBOX_GUARDED_BY(mu) = 0;
+  TimerId override_timer FUSEBOX_GUARDED_BY(mu) = 0;
+
+  // kTimeBased only.
+  std::unique_ptr<Stripe[]> stripes;
+
+
+  bool HasListeners() const {
+    const ListenerList* l = listeners.load(std::memory_order_acquire);
+    return l != nullptr && !l->items.empty();
+  }
+
+  TimePoint CoarseNow() { return cb.clock_.CoarseNow(); }
+
+  // Folds the striped TIME_BASED successes into the closed window and re-arms
+  // every stripe for `second`.
+  void FoldStripesLocked(std::int64_t second)
+      FUSEBOX_REQUIRES(mu) {
+    if (!stripes) return;
+    const std::uint64_t armed = static_cast<std::uint64_t>(second) << 32;
+    for (int i = 0; i < kStripes; ++i) {
+      std::atomic<std::uint64_t>& w = stripes[i].word;
+      std::uint64_t v = w.load(std::memory_order_relaxed);
+      while (!w.compare_exchange_weak(v, armed, std::memory_order_relaxed)) {
+      }
+      const std::int64_t n = static_cast<std::int64_t>(v & kLow32);
+      if (n == 0) continue;
+      // Rebuild the full second from its low 32 bits; it is at most `second`.
+      const std::uint32_t lag = static_cast<std::uint32_t>(second) - static_cast<std::uint32_t>(v >> 32);
+      closed_window.AddSuccesses(second - lag, n);
+    }
+  }
+
+  // The window behind the current metrics.
+  internal::SlidingWindow& MetricsWindowLocked(std::uint64_t word)
+      FUSEBOX_REQUIRES(mu) {
+    return (word & kProbeMetricsBit) ? probe_window : closed_window;
+  }
+
+  int MinimumCalls(bool probe) {
+    const CircuitBreakerConfig& c = cb.config_;
+    if (probe) return std::min(c.minimum_number_of_calls, c.permitted_number_of_calls_in_half_open_state);
+    if (c.sliding_window_type == SlidingWindowType::kCountBased) {
+      return std::min(c.minimum_number_of_calls, c.sliding_window_size);
+    }
+    return c.minimum_number_of_calls;  // Not capped for TIME_BASED (note point 8).
+  }
+
+  CircuitBreakerMetrics MetricsLocked(std::int64_t second)
+      FUSEBOX_REQUIRES(mu) {
+    const std::uint64_t word = cb.word_.load(std::memory_order_relaxed);
+    const bool probe = (word & kProbeMetricsBit) != 0;
+    if (!probe) FoldStripesLocked(second);
+    const internal::WindowTotals& t = MetricsWindowLocked(word).Totals(second);
+    CircuitBreakerMetrics m;
+    m.state = StateOf(word);
+    m.buffered_calls = Clamp(t.calls);
+    m.failed_calls = Clamp(t.failed);
+    m.successful_calls = Clamp(t.calls - t.failed);
+    m.slow_calls = Clamp(t.slow);
+    m.slow_failed_calls = Clamp(t.slow_failed);
+    m.slow_successful_calls = Clamp(t.slow - t.slow_failed);
+    if (t.calls > 0 && t.calls >= MinimumCalls(probe)) {
+      m.failure_rate = RatePercent(t.failed, t.calls);
+      m.slow_call_rate = RatePercent(t.slow, t.calls);
+    }
+    m.not_permitted_calls = cb.not_permitted_[probe ? 1 : 0].load(std::memory_order_relaxed);
+    const State s = m.state;
+    const Duration::rep deadline = cb.deadline_ns_.load(std::memory_order_relaxed);
+    if (s == State::kOpen || (IsOverrideState(s) && deadline != 0)) {
+      m.retry_at = TimePoint(Duration(deadline));
+    }
+    m.open_attempts = open_attempts;
+    m.late_outcomes = late_outcomes;
+    m.listener_errors = listener_errors.load(std::memory_order_relaxed);
+    return m;
+  }
+
+  // The flags derived from the state and the window; stores the word only when
+  // it changes, so that the unhealthy path does not keep invalidating the line
+  // every CLOSED call reads.
+  void PublishLocked(State state, std::uint32_t epoch, bool probe,
+                            std::int64_t second) FUSEBOX_REQUIRES(mu) {
+    std::uint64_t word = static_cast<std::uint64_t>(state) |
+                         (static_cast<std::uint64_t>(epoch) << kEpochShift) |
+                         (probe ? kProbeMetricsBit : 0);
+    const ListenerList* l = listeners.load(std::memory_order_relaxed);
+    const bool listening = l != nullptr && !l->items.empty();
+    if (listening) word |= kRejectionListenersBit;
+    if (state == State::kClosed && !listening) {
+      internal::SlidingWindow& w = closed_window;
+      const internal::WindowTotals& t = w.Totals(second);
+      if (t.clean()) {
+        if (w.type() == SlidingWindowType::kCountBased) {
+          if (w.full()) word |= kFastSuccessBit;
+        } else {
+          word |= kStripedSuccessBit;
+        }
+      }
+    }
+    if (cb.word_.load(std::memory_order_relaxed) != word) {
+      cb.word_.store(word, std::memory_order_release);
+    }
+  }
+
+  void Republish(std::int64_t second) FUSEBOX_REQUIRES(mu) {
+    const std::uint64_t w = cb.word_.load(std::memory_order_relaxed);
+    PublishLocked(StateOf(w), EpochOf(w),
+                  (w & kProbeMetricsBit) != 0, second);
+  }
+
+  Duration OpenDurationLocked(int attempt) FUSEBOX_REQUIRES(mu) {
+    const CircuitBreakerConfig& c = cb.config_;
+    Duration wait = c.wait_interval_function ? c.wait_interval_function(attempt)
+                                             : c.wait_duration_in_open_state;
+    if (wait < Duration::zero()) wait = Duration::zero();
+    if (c.open_duration_jitter > 0) {
+      const double u = static_cast<double>(SplitMix(jitter_state) >> 11) * 0x1.0p-53;
+      const double factor = 1.0 - c.open_duration_jitter + 2.0 * c.open_duration_jitter * u;
+      const long double ns = static_cast<long double>(wait.count()) * factor;
+      wait = ns >= static_cast<long double>(Duration::max().count()) ? Duration::max()
+                                                                      : Duration(static_cast<Duration::rep>(ns));
+    }
+    return wait;
+  }
+
+  static TimePoint AddSaturated(TimePoint t, Duration d) {
+    if (d > TimePoint::max() - t) return TimePoint::max();
+    return t + d;
+  }
+
+  void CancelTimerLocked(TimerId& id) FUSEBOX_REQUIRES(mu) {
+    if (id != 0) {
+      cb.clock_.Cancel(id);
+      id = 0;
+    }
+  }
+
+  TimerId ScheduleLocked(TimePoint at, TimerKind kind, std::uint32_t epoch)
+      FUSEBOX_REQUIRES(mu) {
+    return cb.clock_.ScheduleAt(at, [l = link, kind, epoch] {
+      std::lock_guard<std::mutex> guard(l->mu);
+      if (l->breaker != nullptr) l->breaker->core_->OnTimer(kind, epoch);
+    });
+  }
+
+  struct OperatorInfo {
+    std::string reason;
+    std::string actor;
+    Duration expires_after = Duration::zero();
+  };
+
+  static OperatorInfo ToOperatorInfo(OverrideOptions&& o) {
+    return OperatorInfo{std::move(o.reason), std::move(o.actor), o.expires_after};
+  }
+
+  // Moves to `to`, starting a new state epoch. `open_for` > 0 fixes the OPEN
+  // duration (an outcome's hint or transitionToOpenStateFor); `op` describes an
+  // operator transition.
+  void TransitionLocked(State to, TransitionReason reason, TimePoint now,
+                               Duration open_for = Duration::zero(),
+                               const OperatorInfo* op = nullptr) FUSEBOX_REQUIRES(mu) {
+    const std::uint64_t old_word = cb.word_.load(std::memory_order_relaxed);
+    const State from = StateOf(old_word);
+    const std::int64_t second = SecondOf(cb.clock_.CoarseNow());
+    const bool listening = HasListeners();
+    CircuitBreakerMetrics counts;
+    if (listening) counts = MetricsLocked(second);
+
+    CancelTimerLocked(open_timer);
+    CancelTimerLocked(half_open_timer);
+    CancelTimerLocked(override_timer);
+    // Successes striped in the ending epoch belong to the window being left.
+    FoldStripesLocked(second);
+
+    const std::uint32_t epoch = EpochOf(old_word) + 1;
+    bool probe = (old_word & kProbeMetricsBit) != 0;
+    Duration::rep deadline = 0;
+    std::optional<TimePoint> retry_at;
+    override_info.reset();
+    switch (to) {
+      case State::kClosed:
+        closed_window.Reset();
+        cb.not_permitted_[0].store(0, std::memory_order_relaxed);
+        consecutive_failures = 0;
+        open_attempts = 0;
+        probe = false;
+        break;
+      case State::kOpen: {
+        ++open_attempts;
+        const Duration wait = open_for > Duration::zero() ? open_for : OpenDurationLocked(open_attempts);
+        const TimePoint until = AddSaturated(now, wait);
+        deadline = until.time_since_epoch().count();
+        retry_at = until;
+        if (cb.config_.automatic_transition_from_open_to_half_open_enabled) {
+          open_timer = ScheduleLocked(until, TimerKind::kOpenEnd, epoch);
+        }
+        break;
+      }
+      case State::kHalfOpen:
+        probe_window.Reset();
+        cb.not_permitted_[1].store(0, std::memory_order_relaxed);
+        half_open_available = cb.config_.permitted_number_of_calls_in_half_open_state;
+        half_open_successes = 0;
+        probe = true;
+        if (cb.config_.max_wait_duration_in_half_open_state > Duration::zero()) {
+          half_open_timer = ScheduleLocked(
+              AddSaturated(now, cb.config_.max_wait_duration_in_half_open_state),
+              TimerKind::kHalfOpenMaxWait, epoch);
+        }
+        break;
+      case State::kDisabled:
+      case State::kMetricsOnly:
+      case State::kForcedOpen:
+      case State::kForcedClosed: {
+        closed_window.Reset();
+        cb.not_permitted_[0].store(0, std::memory_order_relaxed);
+        consecutive_failures = 0;
+        open_attempts = 0;
+        probe = false;
+        OverrideInfo info;
+        info.state = to;
+        info.since = now;
+        if (op != nullptr) {
+          info.reason = op->reason;
+          info.actor = op->actor;
+          if (op->expires_after > Duration::zero()) {
+            const TimePoint until = AddSaturated(now, op->expires_after);
+            info.expires_at = until;
+            deadline = until.time_since_epoch().count();
+            retry_at = until;
+            override_timer = ScheduleLocked(until, TimerKind::kOverrideExpiry, epoch);
+          }
+        }
+        override_info = std::move(info);
+        break;
+      }
+    }
+    state_since = now;
+    cb.deadline_ns_.store(deadline, std::memory_order_relaxed);
+    PublishLocked(to, epoch, probe, second);
+
+    if (listening) {
+      PendingTransition p;
+      p.event.from = from;
+      p.event.to = to;
+      p.event.reason = reason;
+      p.event.counts = counts;
+      p.event.at = now;
+      p.event.retry_at = retry_at;
+      if (op != nullptr) {
+        p.detail = op->reason;
+        p.actor = op->actor;
+      }
+      pending.push_back(std::move(p));
+    }
+  }
+
+  // Extends an OPEN state to `until` when that is later (a shorter hint never
+  // shortens a longer open).
+  void ExtendOpenLocked(TimePoint now, Duration open_for)
+      FUSEBOX_REQUIRES(mu) {
+    const TimePoint until = AddSaturated(now, open_for);
+    const TimePoint current(Duration(cb.deadline_ns_.load(std::memory_order_relaxed)));
+    if (until <= current) return;
+    cb.deadline_ns_.store(until.time_since_epoch().count(), std::memory_order_relaxed);
+    // The automatic-transition timer, if any, re-checks the deadline and
+    // reschedules itself.
+    if (HasListeners()) {
+      PendingTransition p;
+      p.event.from = State::kOpen;
+      p.event.to = State::kOpen;
+      p.event.reason = TransitionReason::kOpenForHint;
+      p.event.counts = MetricsLocked(SecondOf(cb.clock_.CoarseNow()));
+      p.event.at = now;
+      p.event.retry_at = until;
+      pending.push_back(std::move(p));
+    }
+  }
+
+  // Delivers queued transitions, in order, one thread at a time, with no lock
+  // held while a listener runs.
+  void Dispatch() FUSEBOX_EXCLUDES(mu) {
+    std::vector<PendingTransition> batch;
+    internal::MutexLock lock(&mu);
+    if (dispatching || pending.empty()) return;
+    dispatching = true;
+    while (!pending.empty()) {
+      batch.clear();
+      batch.swap(pending);
+      mu.Unlock();
+      const ListenerList* l = listeners.load(std::memory_order_acquire);
+      for (PendingTransition& p : batch) {
+        p.event.breaker = cb.name_;
+        p.event.detail = p.detail;
+        p.event.actor = p.actor;
+        if (l == nullptr) continue;
+        for (const auto& item : l->items) {
+          try {
+            item.second->OnTransition(p.event);
+          } catch (...) {
+            listener_errors.fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+      }
+      mu.Lock();
+    }
+    dispatching = false;
+  }
+
+  void NotifyOutcome(const OutcomeEvent& event) {
+    const ListenerList* l = listeners.load(std::memory_order_acquire);
+    if (l == nullptr) return;
+    for (const auto& item : l->items) {
+      try {
+        item.second->OnOutcome(event);
+      } catch (...) {
+        listener_errors.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  void NotifyRejection(State state, const char* reason,
+                              std::optional<TimePoint> retry_at) {
+    const ListenerList* l = listeners.load(std::memory_order_acquire);
+    if (l == nullptr) return;
+    RejectionEvent event{cb.name_, state, reason, retry_at};
+    for (const auto& item : l->items) {
+      try {
+        item.second->OnRejection(event);
+      } catch (...) {
+        listener_errors.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  Result<Permit> Reject(std::uint64_t word, const char* reason,
+                               std::optional<TimePoint> retry_at) {
+    cb.not_permitted_[(word & kProbeMetricsBit) ? 1 : 0].fetch_add(1, std::memory_order_relaxed);
+    if (word & kRejectionListenersBit) NotifyRejection(StateOf(word), reason, retry_at);
+    return Status::Rejected(StatusCode::kCircuitOpen, reason, retry_at);
+  }
+
+  // Whether a half-open verdict is due, and which; then transitions.
+  void CheckHalfOpenLocked(TimePoint now, bool failed, bool slow)
+      FUSEBOX_REQUIRES(mu) {
+    const CircuitBreakerConfig& c = cb.config_;
+    if (c.half_open_policy == HalfOpenPolicy::kAnyFailureReopens) {
+      if (failed || slow) {
+        TransitionLocked(State::kOpen, TransitionReason::kProbesFailed, now);
+      } else if (++half_open_successes >= c.permitted_number_of_calls_in_half_open_state) {
+        TransitionLocked(State::kClosed, TransitionReason::kProbesSucceeded, now);
+      }
+      return;
+    }
+    const internal::WindowTotals& t = probe_window.Totals(0);
+    if (t.calls == 0 || t.calls < MinimumCalls(/*probe=*/true)) return;
+    if (RatePercent(t.failed, t.calls) >= c.failure_rate_threshold ||
+        RatePercent(t.slow, t.calls) >= c.slow_call_rate_threshold) {
+      TransitionLocked(State::kOpen, TransitionReason::kProbesFailed, now);
+    } else {
+      TransitionLocked(State::kClosed, TransitionReason::kProbesSucceeded, now);
+    }
+  }
+
+  void CheckClosedLocked(std::int64_t second, bool failed)
+      FUSEBOX_REQUIRES(mu) {
+    const CircuitBreakerConfig& c = cb.config_;
+    const internal::WindowTotals& t = closed_window.Totals(second);
+    if (t.calls > 0 && t.calls >= MinimumCalls(false)) {
+      if (RatePercent(t.failed, t.calls) >= c.failure_rate_threshold) {
+        TransitionLocked(State::kOpen, TransitionReason::kFailureRate, cb.clock_.Now());
+        return;
+      }
+      if (RatePercent(t.slow, t.calls) >= c.slow_call_rate_threshold) {
+        TransitionLocked(State::kOpen, TransitionReason::kSlowCallRate, cb.clock_.Now());
+        return;
+      }
+    }
+    if (failed && c.consecutive_failure_threshold > 0 &&
+        consecutive_failures >= c.consecutive_failure_threshold) {
+      TransitionLocked(State::kOpen, TransitionReason::kConsecutiveFailures, cb.clock_.Now());
+    }
+  }
+
+  void OnTimer(TimerKind kind, std::uint32_t epoch) {
+    {
+      internal::MutexLock lock(&mu);
+      const std::uint64_t word = cb.word_.load(std::memory_order_relaxed);
+      if (EpochOf(word) != epoch) return;  // The state it was for has ended.
+      const State state = StateOf(word);
+      const TimePoint now = cb.clock_.Now();
+      switch (kind) {
+        case TimerKind::kOpenEnd: {
+          open_timer = 0;
+          if (state != State::kOpen) return;
+          const TimePoint until(Duration(cb.deadline_ns_.load(std::memory_order_relaxed)));
+          if (now < until) {  // Extended by a hint since it was scheduled.
+            open_timer = ScheduleLocked(until, TimerKind::kOpenEnd, epoch);
+            return;
+          }
+          TransitionLocked(State::kHalfOpen, TransitionReason::kWaitElapsed, now);
+          break;
+        }
+        case TimerKind::kHalfOpenMaxWait:
+          half_open_timer = 0;
+          if (state != State::kHalfOpen) return;
+          TransitionLocked(cb.config_.transition_to_state_after_wait_duration,
+                           TransitionReason::kHalfOpenTimeout, now);
+          break;
+        case TimerKind::kOverrideExpiry:
+          override_timer = 0;
+          if (!IsOverrideState(state)) return;
+          TransitionLocked(State::kClosed, TransitionReason::kOverrideExpired, now);
+          break;
+      }
+    }
+    Dispatch();
+  }
+
+  // Lazily applies what a timer would have done by `now` (the timer may not
+  // have run yet: SystemClock's thread can be late, and with automatic
+  // transition off there is no OPEN timer at all). Returns the new word.
+  std::uint64_t CatchUpLocked(TimePoint now) FUSEBOX_REQUIRES(mu) {
+    std::uint64_t word = cb.word_.load(std::memory_order_relaxed);
+    const State state = StateOf(word);
+    const Duration::rep deadline = cb.deadline_ns_.load(std::memory_order_relaxed);
+    if (state == State::kOpen) {
+      // Strict, as Resilience4j's OpenState: admitted only after the deadline.
+      if (now.time_since_epoch().count() > deadline) {
+        TransitionLocked(State::kHalfOpen, TransitionReason::kWaitElapsed, now);
+      }
+    } else if (state == State::kHalfOpen) {
+      const Duration max_wait = cb.config_.max_wait_duration_in_half_open_state;
+      if (max_wait > Duration::zero() && now >= AddSaturated(state_since, max_wait)) {
+        TransitionLocked(cb.config_.transition_to_state_after_wait_duration,
+                         TransitionReason::kHalfOpenTimeout, now);
+      }
+    } else if (IsOverrideState(state) && deadline != 0 && now.time_since_epoch().count() >= deadline) {
+      TransitionLocked(State::kClosed, TransitionReason::kOverrideExpired, now);
+    }
+    word = cb.word_.load(std::memory_order_relaxed);
+    return word;
+  }
+
+};
+
+// ---------------------------------------------------------------------------
+
+Result<std::unique_ptr<CircuitBreaker>> CircuitBreaker::Create(std::string name,
+                                                               CircuitBreakerConfig config,
+                                                               Clock& clock) {
+  Status s = config.Validate();
+  if (!s.ok()) return s;
+  return std::unique_ptr<CircuitBreaker>(new CircuitBreaker(std::move(name), std::move(config), clock));
+}
+
+CircuitBreaker::CircuitBreaker(std::string name, CircuitBreakerConfig config, Clock& clock)
+    : word_(static_cast<std::uint64_t>(State::kClosed)),
+      slow_threshold_(config.slow_call_duration_threshold),
+      precise_call_timing_(config.call_timing == CallTiming::kPrecise ||
+                           (config.call_timing == CallTiming::kAuto &&
+                            config.slow_call_duration_threshold < std::chrono::seconds(1))),
+      resilience4j_(config.compatibility == Compatibility::kResilience4j),
+      clock_(clock),
+      name_(std::move(name)),
+      config_(std::move(config)),
+      core_(std::make_unique<Core>(*this, config_)) {
+  core_->link->breaker = this;
+  core_->jitter_state = config_.jitter_seed != 0 ? config_.jitter_seed : std::hash<std::string>{}(name_);
+  if (config_.sliding_window_type == SlidingWindowType::kTimeBased) {
+    core_->stripes = std::make_unique<Stripe[]>(kStripes);
+  }
+  const TimePoint now = clock_.Now();
+  internal::MutexLock lock(&core_->mu);
+  core_->state_since = now;
+  core_->PublishLocked(State::kClosed, 0, false, SecondOf(clock_.CoarseNow()));
+}
+
+CircuitBreaker::~CircuitBreaker() {
+  {
+    // Waits for a running timer callback; later ones find no breaker.
+    std::lock_guard<std::mutex> guard(core_->link->mu);
+    core_->link->breaker = nullptr;
+  }
+  internal::MutexLock lock(&core_->mu);
+  core_->CancelTimerLocked(core_->open_timer);
+  core_->CancelTimerLocked(core_->half_open_timer);
+  core_->CancelTimerLocked(core_->override_timer);
+  delete core_->listeners.load(std::memory_order_relaxed);
+}
+
+Result<Permit> CircuitBreaker::TryAcquireSlow(std::uint64_t word) noexcept {
+  const State state = StateOf(word);
+  const Duration::rep deadline = deadline_ns_.load(std::memory_order_relaxed);
+  switch (state) {
+    case State::kOpen: {
+      // The one clock read of a rejection: the coarse clock (~3 ns; steady_clock
+      // ~21 ns) never runs ahead of the precise one, so OPEN never ends early; it
+      // may end up to one tick (≤ 4 ms) late on SystemClock, never on
+      // ManualClock.
+      const TimePoint now = clock_.CoarseNow();
+      if (now.time_since_epoch().count() <= deadline) {
+        return core_->Reject(word, "open", TimePoint(Duration(deadline)));
+      }
+      break;  // The wait is over: move to HALF_OPEN under the lock.
+    }
+    case State::kForcedOpen:
+      if (deadline == 0 || clock_.CoarseNow().time_since_epoch().count() < deadline) {
+        return core_->Reject(word, "forced_open",
+                                  deadline == 0 ? std::nullopt
+                                                : std::optional<TimePoint>(TimePoint(Duration(deadline))));
+      }
+      break;
+    case State::kDisabled:
+    case State::kMetricsOnly:
+    case State::kForcedClosed:
+      if (deadline == 0 || clock_.CoarseNow().time_since_epoch().count() < deadline) {
+        return Permit(this, EpochOf(word), false);
+      }
+      break;
+    case State::kClosed:
+    case State::kHalfOpen:
+      break;
+  }
+
+  // Decided under the lock, acted on after it (listeners run lock-free).
+  const char* reject_reason = nullptr;
+  std::optional<TimePoint> retry_at;
+  std::uint32_t epoch = 0;
+  bool half_open_slot = false;
+  {
+    internal::MutexLock lock(&core_->mu);
+    word = core_->CatchUpLocked(clock_.Now());
+    epoch = EpochOf(word);
+    switch (StateOf(word)) {
+      case State::kHalfOpen:
+        if (core_->half_open_available > 0) {
+          --core_->half_open_available;
+          half_open_slot = true;
+        } else {
+          reject_reason = "half_open_full";
+        }
+        break;
+      case State::kOpen:
+      case State::kForcedOpen: {
+        // Reopened by a max-wait timeout, or another thread got here first.
+        reject_reason = StateOf(word) == State::kOpen ? "open" : "forced_open";
+        const Duration::rep d = deadline_ns_.load(std::memory_order_relaxed);
+        if (d != 0) retry_at = TimePoint(Duration(d));
+        break;
+      }
+      default:
+        break;  // CLOSED or an admitting operator state.
+    }
+  }
+  core_->Dispatch();
+  if (reject_reason != nullptr) return core_->Reject(word, reject_reason, retry_at);
+  return Permit(this, epoch, half_open_slot);
+}
+
+bool CircuitBreaker::StripeSuccess(std::uint64_t word) noexcept {
+  (void)word;
+  // A TIME_BASED success needs the epoch second it is reported in: the coarse
+  // clock (~3 ns) is plenty for one-second buckets.
+  const std::uint32_t second = static_cast<std::uint32_t>(SecondOf(clock_.CoarseNow()));
+  std::atomic<std::uint64_t>& stripe = core_->stripes[t_stripe].word;
+  std::uint64_t v = stripe.load(std::memory_order_relaxed);
+  while (static_cast<std::uint32_t>(v >> 32) == second && (v & kLow32) != kLow32) {
+    // Relaxed: the count is folded under the lock, which orders it; nothing
+    // else is published through it.
+    const std::uint64_t seen = v;
+    if (stripe.compare_exchange_weak(v, v + 1, std::memory_order_relaxed)) return true;
+    if (v != seen) t_stripe = (t_stripe + 1) % kStripes;  // Someone else writes here.
+  }
+  return false;  // A new second: the slow path folds the stripe and re-arms it.
+}
+
+void CircuitBreaker::RecordSlow(std::uint32_t epoch, bool half_open_slot, const Outcome& outcome) noexcept {
+  const bool failed = outcome.kind == OutcomeKind::kFailure;
+  const bool ignored = outcome.kind == OutcomeKind::kIgnored;
+  const bool slow = !ignored && outcome.duration > slow_threshold_;
+  const bool hint = outcome.open_for > Duration::zero();
+  OutcomeEvent event{name_, State::kClosed, outcome.kind, outcome.duration, slow, false};
+  bool notify = false;
+  {
+    internal::MutexLock lock(&core_->mu);
+    const TimePoint coarse = clock_.CoarseNow();
+    const std::int64_t second = SecondOf(coarse);
+    std::uint64_t word = word_.load(std::memory_order_relaxed);
+    State state = StateOf(word);
+    const bool stale = EpochOf(word) != epoch;
+    event.state = state;
+    notify = core_->HasListeners();
+
+    if (stale && !resilience4j_) {
+      // kDefault: the outcome's state epoch has ended; it decides nothing.
+      ++core_->late_outcomes;
+      event.late = true;
+      if (hint) {
+        // A rate-limit signal is news about the dependency, not about an
+        // epoch: it still opens (see docs/semantics.md).
+        const TimePoint now = clock_.Now();
+        if (state == State::kOpen) {
+          core_->ExtendOpenLocked(now, outcome.open_for);
+        } else if (state == State::kClosed || state == State::kHalfOpen) {
+          core_->TransitionLocked(State::kOpen, TransitionReason::kOpenForHint, now,
+                                       outcome.open_for);
+        }
+      }
+    } else {
+      switch (state) {
+        case State::kClosed:
+          if (ignored) break;
+          if (core_->stripes) core_->FoldStripesLocked(second);
+          core_->closed_window.Record(second, failed, slow);
+          core_->consecutive_failures = failed ? core_->consecutive_failures + 1 : 0;
+          core_->CheckClosedLocked(second, failed);
+          break;
+        case State::kOpen:
+          // Resilience4j records it into the window that tripped (or the probe
+          // window that reopened); no transition.
+          if (!ignored) core_->MetricsWindowLocked(word).Record(second, failed, slow);
+          break;
+        case State::kHalfOpen:
+          if (ignored) {
+            // Gives the slot back: any permit in kResilience4j, only this
+            // epoch's own half-open slot in kDefault.
+            if (resilience4j_ || half_open_slot) ++core_->half_open_available;
+            break;
+          }
+          core_->probe_window.Record(0, failed, slow);
+          core_->CheckHalfOpenLocked(clock_.Now(), failed, slow);
+          break;
+        case State::kMetricsOnly:
+        case State::kForcedClosed:
+          if (ignored) break;
+          if (core_->stripes) core_->FoldStripesLocked(second);
+          core_->closed_window.Record(second, failed, slow);
+          break;
+        case State::kDisabled:
+        case State::kForcedOpen:
+          break;
+      }
+      if (hint) {
+        word = word_.load(std::memory_order_relaxed);
+        state = StateOf(word);
+        const TimePoint now = clock_.Now();
+        if (state == State::kOpen) {
+          core_->ExtendOpenLocked(now, outcome.open_for);
+        } else if (state == State::kClosed || state == State::kHalfOpen) {
+          core_->TransitionLocked(State::kOpen, TransitionReason::kOpenForHint, now,
+                                       outcome.open_for);
+        }
+      }
+    }
+    core_->Republish(second);
+  }
+  core_->Dispatch();
+  if (notify) core_->NotifyOutcome(event);
+}
+
+void CircuitBreaker::ReleasePermit(std::uint32_t epoch, bool half_open_slot) noexcept {
+  const std::uint64_t word = word_.load(std::memory_order_relaxed);
+  // Only HALF_OPEN counts permits; a CLOSED permit holds nothing.
+  if (StateOf(word) != State::kHalfOpen) return;
+  if (!resilience4j_ && !(half_open_slot && EpochOf(word) == epoch)) return;
+  internal::MutexLock lock(&core_->mu);
+  const std::uint64_t now_word = word_.load(std::memory_order_relaxed);
+  if (StateOf(now_word) != State::kHalfOpen) return;
+  if (!resilience4j_ && EpochOf(now_word) != epoch) return;
+  ++core_->half_open_available;
+}
+
+CircuitBreakerMetrics CircuitBreaker::metrics() const {
+  internal::MutexLock lock(&core_->mu);
+  return core_->MetricsLocked(SecondOf(clock_.CoarseNow()));
+}
+
+Outcome CircuitBreaker::ClassifyException(const std::exception_ptr& e) const noexcept {
+  if (!config_.exception_classifier) return Outcome::Failure();
+  try {
+    return config_.exception_classifier(e);
+  } catch (...) {
+    return Outcome::Failure();  // A classifier that throws cannot hide a failure.
+  }
+}
+
+
+#define FUSEBOX_OPERATOR_TRANSITION(to, reason, info)                                     \
+  do {                                                                                   \
+    {                                                                                    \
+      internal::MutexLock lock(&core_->mu);                                              \
+      core_->TransitionLocked(to, reason, clock_.Now(), Duration::zero(), info); \
+    }                                                                                    \
+    core_->Dispatch();                                                         \
+  } while (false)
+
+void CircuitBreaker::ForceOpen(OverrideOptions options) {
+  const auto info = Core::ToOperatorInfo(std::move(options));
+  FUSEBOX_OPERATOR_TRANSITION(State::kForcedOpen, TransitionReason::kOperator, &info);
+}
+
+void CircuitBreaker::ForceClosed(OverrideOptions options) {
+  const auto info = Core::ToOperatorInfo(std::move(options));
+  FUSEBOX_OPERATOR_TRANSITION(State::kForcedClosed, TransitionReason::kOperator, &info);
+}
+
+void CircuitBreaker::Disable(OverrideOptions options) {
+  const auto info = Core::ToOperatorInfo(std::move(options));
+  FUSEBOX_OPERATOR_TRANSITION(State::kDisabled, TransitionReason::kOperator, &info);
+}
+
+void CircuitBreaker::MetricsOnly(OverrideOptions options) {
+  const auto info = Core::ToOperatorInfo(std::move(options));
+  FUSEBOX_OPERATOR_TRANSITION(State::kMetricsOnly, TransitionReason::kOperator, &info);
+}
+
+void CircuitBreaker::Reset(std::string reason, std::string actor) {
+  const Core::OperatorInfo info{reason.empty() ? std::string("reset") : std::move(reason),
+                                      std::move(actor), Duration::zero()};
+  FUSEBOX_OPERATOR_TRANSITION(State::kClosed, TransitionReason::kOperator, &info);
+}
+
+void CircuitBreaker::TransitionToClosed() {
+  FUSEBOX_OPERATOR_TRANSITION(State::kClosed, TransitionReason::kOperator, nullptr);
+}
+
+void CircuitBreaker::TransitionToOpen() {
+  FUSEBOX_OPERATOR_TRANSITION(State::kOpen, TransitionReason::kOperator, nullptr);
+}
+
+void CircuitBreaker::TransitionToHalfOpen() {
+  FUSEBOX_OPERATOR_TRANSITION(State::kHalfOpen, TransitionReason::kOperator, nullptr);
+}
+
+#undef FUSEBOX_OPERATOR_TRANSITION
+
+std::optional<OverrideInfo> CircuitBreaker::active_override() const {
+  internal::MutexLock lock(&core_->mu);
+  return core_->override_info;
+}
+
+std::uint64_t CircuitBreaker::AddListener(std::shared_ptr<CircuitBreakerListener> listener) {
+  internal::MutexLock lock(&core_->mu);
+  const ListenerList* old = core_->listeners.load(std::memory_order_relaxed);
+  auto next = std::make_unique<ListenerList>();
+  if (old != nullptr) next->items = old->items;
+  const std::uint64_t id = core_->next_listener_id++;
+  next->items.emplace_back(id, std::move(listener));
+  // Release: a reader that sees the new list sees it fully built.
+  core_->listeners.store(next.release(), std::memory_order_release);
+  if (old != nullptr) core_->retired.emplace_back(const_cast<ListenerList*>(old));
+  core_->Republish(SecondOf(clock_.CoarseNow()));
+  return id;
+}
+
+bool CircuitBreaker::RemoveListener(std::uint64_t id) {
+  internal::MutexLock lock(&core_->mu);
+  const ListenerList* old = core_->listeners.load(std::memory_order_relaxed);
+  if (old == nullptr) return false;
+  auto next = std::make_unique<ListenerList>();
+  bool found = false;
+  for (const auto& item : old->items) {
+    if (item.first == id) {
+      found = true;
+    } else {
+      next->items.push_back(item);
+    }
+  }
+  if (!found) return false;
+  core_->listeners.store(next.release(), std::memory_order_release);
+  core_->retired.emplace_back(const_cast<ListenerList*>(old));
+  core_->Republish(SecondOf(clock_.CoarseNow()));
+  return true;
+}
+
+bool CircuitBreaker::IsQuiescent() const {
+  internal::MutexLock lock(&core_->mu);
+  const State s = StateOf(word_.load(std::memory_order_relaxed));
+  if (s != State::kClosed) return false;
+  const std::int64_t second = SecondOf(clock_.CoarseNow());
+  core_->FoldStripesLocked(second);
+  return core_->closed_window.Totals(second).clean() && core_->consecutive_failures == 0;
+}
+
+}  // namespace fusebox

@@ -1,0 +1,603 @@
+// Concurrency stress tests for CircuitBreaker on a ManualClock.
+//
+// Several threads acquire permits and report outcomes at random (success,
+// slow success, failure, ignore, or dropping the permit without an outcome),
+// one thread advances the clock in small steps and, in the chaos variant,
+// another forces operator transitions. Every thread draws from its own seeded
+// std::mt19937. Nothing sleeps: the clock and operator threads pace themselves
+// on the workers' progress (see Pacer).
+//
+// The tests must stay clean under TSan and ASan+UBSan and finish in a few
+// seconds under TSan, so the iteration counts are small and fixed.
+//
+// Checked invariants:
+//   - every metrics() snapshot adds up: buffered = successful + failed,
+//     buffered <= the window (or probe window) size, slow = slow successful +
+//     slow failed <= buffered, rates are -1 or within [0, 100];
+//   - not_permitted_calls never decreases between two snapshots of the same
+//     state taken where no transition can have happened in between;
+//   - transitions reach listeners one at a time and in order (each event's
+//     `from` is the previous event's `to`);
+//   - kDefault, no operator: the half-open slots in use never exceed
+//     permitted_number_of_calls_in_half_open_state, and a "half_open_full"
+//     rejection means all of them really are in use (no slot leaked);
+//   - no permit is lost: once every thread has joined, the breaker still
+//     reaches CLOSED through successful probes;
+//   - no crash, no deadlock, no data race.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "fusebox/circuit_breaker.h"
+#include "fusebox/testing/manual_clock.h"
+
+namespace fusebox {
+namespace {
+
+using namespace std::chrono_literals;
+using fusebox::testing::ManualClock;
+
+constexpr int kWorkers = 4;
+constexpr int kPermitted = 3;
+constexpr int kWindow = 5;
+constexpr Duration kWait = 200ms;
+constexpr Duration kStep = 10ms;
+constexpr Duration kSlow = 50ms;
+constexpr Duration kMaxOpenFor = 300ms;
+
+CircuitBreakerConfig StressConfig(Compatibility mode, bool automatic) {
+  CircuitBreakerConfig c;
+  c.failure_rate_threshold = 50;
+  c.slow_call_rate_threshold = 50;
+  c.slow_call_duration_threshold = kSlow;
+  c.permitted_number_of_calls_in_half_open_state = kPermitted;
+  c.sliding_window_type = SlidingWindowType::kCountBased;
+  c.sliding_window_size = kWindow;
+  c.minimum_number_of_calls = 3;
+  c.wait_duration_in_open_state = kWait;
+  c.automatic_transition_from_open_to_half_open_enabled = automatic;
+  c.compatibility = mode;
+  return c;
+}
+
+// Collects invariant violations from any thread; the test reports them at the
+// end (the first few messages, and the count).
+class Violations {
+ public:
+  void Add(std::string what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (messages_.size() < 10) messages_.push_back(std::move(what));
+    ++count_;
+  }
+  void ExpectNone() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(count_, 0);
+    for (const std::string& m : messages_) ADD_FAILURE() << m;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> messages_;
+  int count_ = 0;
+};
+
+// Keeps simulated time and the workers' progress in step without sleeping:
+// the clock thread may run at most kLead ticks ahead of the slowest worker,
+// and a worker waits (yielding) when it gets more than kLead ticks ahead of
+// the clock. With kItersPerTick iterations per 10 ms tick, an OPEN period of
+// 200 ms spans about 40 iterations of each worker.
+class Pacer {
+ public:
+  static constexpr int kItersPerTick = 2;
+  static constexpr int kLead = 3;
+
+  explicit Pacer(int workers) : iterations_(static_cast<std::size_t>(workers)) {
+    for (auto& i : iterations_) i.store(0);
+  }
+
+  // Worker `index` finished iteration `n` (from 1); may wait for the clock.
+  void WorkerAt(int index, int n) {
+    iterations_[static_cast<std::size_t>(index)].store(n);
+    while (ticks_.load() + kLead < n / kItersPerTick) std::this_thread::yield();
+  }
+  void WorkerDone(int index) {
+    iterations_[static_cast<std::size_t>(index)].store(kDone);
+  }
+
+  // The slowest worker's iteration, or kDone when all are done.
+  int Slowest() const {
+    int slowest = kDone;
+    for (const auto& i : iterations_) slowest = std::min(slowest, i.load());
+    return slowest;
+  }
+  bool AllDone() const { return Slowest() == kDone; }
+
+  // Runs `advance` whenever the clock may move; returns when all are done.
+  template <typename F>
+  void RunTicker(F advance) {
+    for (;;) {
+      const int slowest = Slowest();
+      if (slowest == kDone) return;
+      if (ticks_.load() < slowest / kItersPerTick + kLead) {
+        advance();
+        ticks_.fetch_add(1);
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+ private:
+  static constexpr int kDone = 1 << 30;
+  std::vector<std::atomic<int>> iterations_;
+  std::atomic<int> ticks_{0};
+};
+
+// `max_buffered`: the largest window (closed or probe) a COUNT_BASED breaker
+// can report.
+void CheckSnapshot(const CircuitBreakerMetrics& m, Violations& v,
+                   int max_buffered = std::max(kWindow, kPermitted)) {
+  if (m.buffered_calls != m.successful_calls + m.failed_calls) {
+    v.Add("buffered != successful + failed: " + std::to_string(m.buffered_calls) + " vs " +
+          std::to_string(m.successful_calls) + " + " + std::to_string(m.failed_calls));
+  }
+  if (m.buffered_calls < 0 || m.buffered_calls > max_buffered) {
+    v.Add("buffered out of range: " + std::to_string(m.buffered_calls));
+  }
+  if (m.slow_calls != m.slow_successful_calls + m.slow_failed_calls ||
+      m.slow_calls > m.buffered_calls || m.slow_failed_calls > m.failed_calls ||
+      m.slow_successful_calls > m.successful_calls) {
+    v.Add("slow counts do not add up: slow=" + std::to_string(m.slow_calls) +
+          " buffered=" + std::to_string(m.buffered_calls));
+  }
+  for (float rate : {m.failure_rate, m.slow_call_rate}) {
+    if (rate != -1.0f && !(rate >= 0.0f && rate <= 100.0f)) {
+      v.Add("rate out of range: " + std::to_string(rate));
+    }
+  }
+  if (m.not_permitted_calls < 0) v.Add("negative not_permitted_calls");
+}
+
+// Checks that transitions arrive one at a time and form a chain.
+class ChainListener : public CircuitBreakerListener {
+ public:
+  explicit ChainListener(Violations& v) : v_(v) {}
+  void OnTransition(const TransitionEvent& e) override {
+    if (inside_.exchange(true)) v_.Add("two OnTransition calls at once");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (e.from != last_) {
+        v_.Add(std::string("transition chain broken: last to=") + std::string(StateName(last_)) +
+               ", next from=" + std::string(StateName(e.from)));
+      }
+      last_ = e.to;
+      ++count_;
+    }
+    inside_.store(false);
+  }
+  State last() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_;
+  }
+  int count() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return count_;
+  }
+
+ private:
+  Violations& v_;
+  std::atomic<bool> inside_{false};
+  mutable std::mutex mu_;
+  State last_ = State::kClosed;
+  int count_ = 0;
+};
+
+enum class Act { kSuccess, kSlowSuccess, kFailure, kIgnore, kDrop, kOpenFor };
+
+Act DrawAct(std::mt19937& rng, bool allow_open_for) {
+  const int r = static_cast<int>(rng() % 100);
+  if (r < 30) return Act::kSuccess;
+  if (r < 38) return Act::kSlowSuccess;
+  if (r < 78) return Act::kFailure;
+  if (r < 88) return Act::kIgnore;
+  if (allow_open_for && r < 90) return Act::kOpenFor;
+  return Act::kDrop;
+}
+
+void Resolve(Permit& p, Act act, std::mt19937& rng) {
+  switch (act) {
+    case Act::kSuccess: p.Success(std::chrono::milliseconds(rng() % 40)); break;
+    case Act::kSlowSuccess: p.Success(kSlow + 1ms); break;
+    case Act::kFailure: p.Failure(std::chrono::milliseconds(rng() % 80)); break;
+    case Act::kIgnore: p.Ignore(); break;
+    case Act::kOpenFor: p.Record(Outcome::OpenFor(std::chrono::milliseconds(1 + rng() % 300))); break;
+    case Act::kDrop: { Permit gone = std::move(p); } break;
+  }
+}
+
+// After every thread has joined: the breaker must still reach CLOSED through
+// successful probes. A leaked half-open slot shows up as a "half_open_full"
+// rejection although nobody holds a permit.
+void ExpectReachesClosed(CircuitBreaker& cb, ManualClock& clock) {
+  for (int round = 0; round < 50 && cb.state() != State::kClosed; ++round) {
+    const State s = cb.state();
+    if (s == State::kOpen) clock.Advance(std::max(kWait, kMaxOpenFor) + 1ms);
+    Result<Permit> p = cb.TryAcquire();
+    if (!p) {
+      ASSERT_NE(p.error().reason(), "half_open_full")
+          << "a half-open slot was lost: nobody holds a permit";
+      continue;
+    }
+    p->Success(Duration::zero());
+  }
+  EXPECT_EQ(cb.state(), State::kClosed) << StateName(cb.state());
+}
+
+// ---------------------------------------------------------------------------
+// Checked half-open admission (kDefault, no operator thread).
+//
+// Permits do not tell whether they hold a half-open slot, and the transition
+// listener runs after the breaker's lock is released, so neither a listener
+// nor a state() read after TryAcquire can attribute a permit to a half-open
+// epoch while outcomes are being reported concurrently. So the workers split
+// their work with a reader-writer gate:
+//   - under the shared side they only call TryAcquire()/state()/metrics();
+//     the clock thread advances under the shared side too;
+//   - they report outcomes (and drop permits) only under the exclusive side,
+//     one at a time.
+// Without an operator thread and without max_wait_duration_in_half_open_state,
+// only an outcome report can end a HALF_OPEN epoch (a verdict) or leave
+// CLOSED; TryAcquire and the automatic-transition timer can only move OPEN to
+// HALF_OPEN. Hence, within a shared phase:
+//   - a state that is HALF_OPEN stays in the same epoch to the end of the
+//     phase, and a CLOSED state stays CLOSED;
+//   - a successful TryAcquire followed by state() == HALF_OPEN therefore took
+//     a slot of the half-open epoch current at the end of the phase, and every
+//     slot taken in the phase is seen this way.
+// Under the exclusive side, the reporter knows whether the epoch survived its
+// report: it survived iff the state is still HALF_OPEN (leaving and
+// re-entering HALF_OPEN needs an acquire). The shadow counter `ho_used` thus
+// tracks the breaker's own count of slots in use exactly (acquired minus
+// given back by Ignore/drop of a current-epoch permit; a success or failure
+// keeps its slot until the verdict), and we can check both directions:
+//   - ho_used <= permitted after every half-open acquire (no over-admission);
+//   - a "half_open_full" seen in a shared phase means ho_used == permitted at
+//     the next exclusive section (no slot leaked), because slots are only
+//     taken, never given back, during a shared phase.
+// The race between reports and acquires is exercised by the chaos test below.
+
+class CheckedHalfOpenAdmission : public ::testing::TestWithParam<bool> {};
+
+INSTANTIATE_TEST_SUITE_P(AutomaticTransition, CheckedHalfOpenAdmission, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("On") : std::string("Off");
+                         });
+
+TEST_P(CheckedHalfOpenAdmission, NeverMoreThanPermittedAndNoSlotLost) {
+  constexpr int kIterations = 4000;
+  constexpr std::uint64_t kNone = ~std::uint64_t{0};
+  ManualClock clock;
+  Violations v;
+  auto created = CircuitBreaker::Create("stress", StressConfig(Compatibility::kDefault, GetParam()),
+                                        clock);
+  ASSERT_TRUE(created.has_value()) << created.error();
+  std::unique_ptr<CircuitBreaker> cb = std::move(created).value();
+  auto chain = std::make_shared<ChainListener>(v);
+  cb->AddListener(chain);
+
+  std::shared_mutex gate;
+  // Written only under the exclusive side of `gate`.
+  std::atomic<std::uint64_t> shadow_epoch{0};
+  std::atomic<int> ho_used{0};
+  std::atomic<std::uint64_t> full_seen_epoch{kNone};
+  Pacer pacer(kWorkers);
+  std::atomic<int> half_open_admissions{0};
+  std::atomic<int> half_open_full_rejections{0};
+
+  struct Held {
+    Permit permit;
+    bool half_open;
+    std::uint64_t epoch;
+  };
+
+  auto exclusive_resolve = [&](std::vector<Held>& held, std::size_t i, Act act,
+                               std::mt19937& rng) {
+    std::unique_lock<std::shared_mutex> lock(gate);
+    const std::uint64_t epoch = shadow_epoch.load();
+    if (full_seen_epoch.load() == epoch && cb->state() == State::kHalfOpen &&
+        ho_used.load() != kPermitted) {
+      v.Add("half_open_full while only " + std::to_string(ho_used.load()) +
+            " slots are in use: a slot leaked");
+    }
+    full_seen_epoch.store(kNone);
+    Held h = std::move(held[i]);
+    held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+    const bool current_slot = h.half_open && h.epoch == epoch;
+    Resolve(h.permit, act, rng);
+    if (current_slot && (act == Act::kIgnore || act == Act::kDrop)) ho_used.fetch_sub(1);
+    if (cb->state() != State::kHalfOpen) {
+      // The half-open epoch (if any) ended with this report; slots of a later
+      // epoch start from zero.
+      shadow_epoch.fetch_add(1);
+      ho_used.store(0);
+    }
+  };
+
+  auto worker = [&](int index) {
+    std::mt19937 rng(1234u + static_cast<unsigned>(index));
+    std::vector<Held> held;
+    for (int it = 0; it < kIterations; ++it) {
+      {
+        std::shared_lock<std::shared_mutex> lock(gate);
+        std::optional<CircuitBreakerMetrics> prev;
+        const int attempts = 1 + static_cast<int>(rng() % 3);
+        for (int a = 0; a < attempts && held.size() < 4; ++a) {
+          Result<Permit> p = cb->TryAcquire();
+          const State after = cb->state();
+          if (p) {
+            const bool ho = after == State::kHalfOpen;
+            if (ho) {
+              half_open_admissions.fetch_add(1);
+              const int used = ho_used.fetch_add(1) + 1;
+              if (used > kPermitted) {
+                v.Add("half-open slots in use: " + std::to_string(used));
+              }
+            }
+            held.push_back({std::move(p).value(), ho, shadow_epoch.load()});
+          } else if (p.error().reason() == "half_open_full") {
+            half_open_full_rejections.fetch_add(1);
+            full_seen_epoch.store(shadow_epoch.load());
+          } else if (p.error().reason() != "open") {
+            v.Add("unexpected rejection: " + p.error().ToString());
+          }
+          CircuitBreakerMetrics m = cb->metrics();
+          CheckSnapshot(m, v);
+          // No transition can leave a state and come back to it within a
+          // shared phase, so the counter of one state only grows here.
+          if (prev && prev->state == m.state && m.not_permitted_calls < prev->not_permitted_calls) {
+            v.Add("not_permitted_calls decreased within " + std::string(StateName(m.state)));
+          }
+          prev = m;
+        }
+      }
+      if (!held.empty() && rng() % 2 == 0) {
+        const std::size_t i = rng() % held.size();
+        exclusive_resolve(held, i, DrawAct(rng, /*allow_open_for=*/false), rng);
+      }
+      pacer.WorkerAt(index, it + 1);  // holds no lock while it waits
+    }
+    while (!held.empty()) exclusive_resolve(held, 0, DrawAct(rng, false), rng);
+    pacer.WorkerDone(index);
+  };
+
+  std::thread ticker([&] {
+    pacer.RunTicker([&] {
+      std::shared_lock<std::shared_mutex> lock(gate);
+      clock.Advance(kStep);
+    });
+  });
+  std::vector<std::thread> workers;
+  for (int i = 0; i < kWorkers; ++i) workers.emplace_back(worker, i);
+  for (std::thread& t : workers) t.join();
+  ticker.join();
+
+  v.ExpectNone();
+  // The run must actually have exercised half-open admission and rejection.
+  EXPECT_GT(half_open_admissions.load(), 20);
+  EXPECT_GT(half_open_full_rejections.load(), 0);
+  EXPECT_GT(chain->count(), 10);
+  EXPECT_EQ(chain->last(), cb->state());
+  ExpectReachesClosed(*cb, clock);
+
+  cb.reset();
+  clock.Advance(1h);  // no timer may still point at the destroyed breaker
+}
+
+// ---------------------------------------------------------------------------
+// Chaos: workers, the clock and an operator all at once, in both modes.
+
+struct ChaosParam {
+  Compatibility mode;
+  bool automatic;
+};
+
+class CircuitBreakerChaos : public ::testing::TestWithParam<ChaosParam> {};
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, CircuitBreakerChaos,
+    ::testing::Values(ChaosParam{Compatibility::kDefault, false},
+                      ChaosParam{Compatibility::kDefault, true},
+                      ChaosParam{Compatibility::kResilience4j, false},
+                      ChaosParam{Compatibility::kResilience4j, true}),
+    [](const ::testing::TestParamInfo<ChaosParam>& info) {
+      return std::string(info.param.mode == Compatibility::kDefault ? "Default" : "Resilience4j") +
+             (info.param.automatic ? "AutoOn" : "AutoOff");
+    });
+
+TEST_P(CircuitBreakerChaos, WorkersClockAndOperatorTogether) {
+  constexpr int kIterations = 4000;
+  ManualClock clock;
+  Violations v;
+  auto created =
+      CircuitBreaker::Create("chaos", StressConfig(GetParam().mode, GetParam().automatic), clock);
+  ASSERT_TRUE(created.has_value()) << created.error();
+  std::unique_ptr<CircuitBreaker> cb = std::move(created).value();
+  auto chain = std::make_shared<ChainListener>(v);
+  cb->AddListener(chain);
+
+  Pacer pacer(kWorkers);
+  std::atomic<int> admitted{0};
+
+  auto worker = [&](int index) {
+    std::mt19937 rng(777u + static_cast<unsigned>(index));
+    std::vector<Permit> held;
+    for (int it = 0; it < kIterations; ++it) {
+      if (rng() % 8 == 0) {
+        // The callable form: classify by the returned Status.
+        const bool ok = rng() % 2 == 0;
+        Status s = cb->Call([&] { return ok ? Status() : Status::Unavailable("down"); });
+        if (!s.ok() && s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kCircuitOpen) {
+          v.Add("Call returned " + s.ToString());
+        }
+      } else if (held.size() < 4) {
+        Result<Permit> p = cb->TryAcquire();
+        if (p) {
+          admitted.fetch_add(1);
+          held.push_back(std::move(p).value());
+        } else if (p.error().code() != StatusCode::kCircuitOpen) {
+          v.Add("rejection with code " + p.error().ToString());
+        }
+      }
+      if (!held.empty() && rng() % 2 == 0) {
+        const std::size_t i = rng() % held.size();
+        Permit p = std::move(held[i]);
+        held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+        Resolve(p, DrawAct(rng, /*allow_open_for=*/true), rng);
+      }
+      if (rng() % 4 == 0) CheckSnapshot(cb->metrics(), v);
+      pacer.WorkerAt(index, it + 1);
+    }
+    for (Permit& p : held) Resolve(p, DrawAct(rng, true), rng);
+    pacer.WorkerDone(index);
+  };
+
+  std::thread ticker([&] { pacer.RunTicker([&] { clock.Advance(kStep); }); });
+
+  // Acts about every 30 iterations of the slowest worker.
+  std::thread op([&] {
+    std::mt19937 rng(99u);
+    int last = 0;
+    while (!pacer.AllDone()) {
+      const int now = pacer.Slowest();
+      if (now < last + 30) {
+        std::this_thread::yield();
+        continue;
+      }
+      last = now;
+      OverrideOptions o;
+      o.reason = "stress";
+      o.actor = "operator-thread";
+      if (rng() % 2 == 0) o.expires_after = std::chrono::milliseconds(20 + rng() % 200);
+      switch (rng() % 10) {
+        case 0: cb->ForceOpen(o); break;
+        case 1: cb->ForceClosed(o); break;
+        case 2: cb->Disable(o); break;
+        case 3: cb->MetricsOnly(o); break;
+        case 4: cb->Reset("stress", "operator-thread"); break;
+        case 5: cb->TransitionToClosed(); break;
+        case 6: cb->TransitionToOpen(); break;
+        case 7: cb->TransitionToHalfOpen(); break;
+        case 8: (void)cb->active_override(); break;
+        case 9: {
+          auto extra = std::make_shared<CircuitBreakerListener>();
+          const std::uint64_t id = cb->AddListener(extra);
+          (void)cb->IsQuiescent();
+          if (!cb->RemoveListener(id)) v.Add("RemoveListener lost a listener");
+          break;
+        }
+      }
+      CheckSnapshot(cb->metrics(), v);
+    }
+  });
+
+  std::vector<std::thread> workers;
+  for (int i = 0; i < kWorkers; ++i) workers.emplace_back(worker, i);
+  for (std::thread& t : workers) t.join();
+  ticker.join();
+  op.join();
+
+  v.ExpectNone();
+  EXPECT_GT(admitted.load(), 100);
+  EXPECT_GT(chain->count(), 10);
+  EXPECT_EQ(chain->last(), cb->state());
+
+  // No permit lost: leave any operator state the breaker may have been left
+  // in, then it must recover through probes. An OPEN/HALF_OPEN/CLOSED end
+  // state is recovered from as it is.
+  const State s = cb->state();
+  if (s != State::kClosed && s != State::kOpen && s != State::kHalfOpen) {
+    cb->Reset("end of stress");
+  }
+  ExpectReachesClosed(*cb, clock);
+  // And it still trips and recovers normally.
+  for (int i = 0; i < kWindow && cb->state() == State::kClosed; ++i) {
+    Result<Permit> p = cb->TryAcquire();
+    ASSERT_TRUE(p.has_value());
+    p->Failure(Duration::zero());
+  }
+  EXPECT_EQ(cb->state(), State::kOpen);
+  ExpectReachesClosed(*cb, clock);
+
+  cb.reset();
+  clock.Advance(1h);  // no timer may still point at the destroyed breaker
+}
+
+// Many threads on the CLOSED fast path, with the window flipping between
+// "clean" (no writes) and "holding failures" under them.
+TEST(CircuitBreakerStress, FastPathSuccessesRaceWithFailures) {
+  for (SlidingWindowType type : {SlidingWindowType::kCountBased, SlidingWindowType::kTimeBased}) {
+    ManualClock clock;
+    CircuitBreakerConfig c = StressConfig(Compatibility::kDefault, false);
+    c.sliding_window_type = type;
+    c.sliding_window_size = type == SlidingWindowType::kCountBased ? 50 : 2;
+    c.minimum_number_of_calls = 50;
+    c.failure_rate_threshold = 100;  // only an all-failure window trips
+    c.slow_call_rate_threshold = 100;
+    auto created = CircuitBreaker::Create("fast", c, clock);
+    ASSERT_TRUE(created.has_value()) << created.error();
+    std::unique_ptr<CircuitBreaker> cb = std::move(created).value();
+    const int max_buffered = type == SlidingWindowType::kCountBased ? 50 : 1 << 30;
+    Violations v;
+    std::atomic<int> done{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kWorkers; ++i) {
+      threads.emplace_back([&, i] {
+        std::mt19937 rng(42u + static_cast<unsigned>(i));
+        for (int it = 0; it < 3000; ++it) {
+          Result<Permit> p = cb->TryAcquire();
+          if (!p) {
+            v.Add("rejected: " + p.error().ToString());
+            continue;
+          }
+          if (rng() % 50 == 0) {
+            p->Failure(Duration::zero());
+          } else {
+            p->Success(Duration::zero());
+          }
+          if (it % 64 == 0) CheckSnapshot(cb->metrics(), v, max_buffered);
+        }
+        done.fetch_add(1);
+      });
+    }
+    std::thread ticker([&] {
+      while (done.load() < kWorkers) {
+        clock.Advance(1ms);
+        std::this_thread::yield();
+      }
+    });
+    for (std::thread& t : threads) t.join();
+    ticker.join();
+    v.ExpectNone();
+    EXPECT_EQ(cb->state(), State::kClosed);
+    CircuitBreakerMetrics m = cb->metrics();
+    CheckSnapshot(m, v, max_buffered);
+    if (type == SlidingWindowType::kCountBased) {
+      EXPECT_EQ(m.buffered_calls, 50) << "a full window after 12000 calls";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fusebox

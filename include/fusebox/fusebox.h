@@ -1,0 +1,16 @@
+// fusebox/fusebox.h: includes the whole core API (fusebox::core).
+//
+//   #include <fusebox/fusebox.h>
+//
+// Prefer including the headers you use; this one is for quick starts.
+#ifndef FUSEBOX_FUSEBOX_H_
+#define FUSEBOX_FUSEBOX_H_
+
+#include "fusebox/backoff.h"          // IWYU pragma: export
+#include "fusebox/circuit_breaker.h"  // IWYU pragma: export
+#include "fusebox/clock.h"            // IWYU pragma: export
+#include "fusebox/registry.h"         // IWYU pragma: export
+#include "fusebox/result.h"           // IWYU pragma: export
+#include "fusebox/status.h"           // IWYU pragma: export
+
+#endif  // FUSEBOX_FUSEBOX_H_

@@ -349,6 +349,12 @@ inline constexpr std::uint64_t kStripedSuccessBit = 1u << 5;
 inline constexpr std::uint64_t kProbeMetricsBit = 1u << 6;
 // Rejections must be reported to listeners.
 inline constexpr std::uint64_t kRejectionListenersBit = 1u << 7;
+// A non-slow success of the current epoch only needs counting, not ordering:
+// COUNT_BASED window full but holding failures or slow calls, no listener. A
+// success into a full window can never trip it, and successes applied in a
+// batch just before the next locked operation (which applies them first) give
+// exactly the ring that applying them one by one gives.
+inline constexpr std::uint64_t kDeferSuccessBit = 1u << 8;
 inline constexpr int kEpochShift = 32;
 
 template <typename R>
@@ -504,6 +510,7 @@ class CircuitBreaker {
   void RecordSlow(std::uint32_t epoch, bool half_open_slot, const Outcome& outcome) noexcept;
   void ReleasePermit(std::uint32_t epoch, bool half_open_slot) noexcept;
   bool StripeSuccess(std::uint64_t word) noexcept;
+  bool RecordClosedSuccess(std::uint64_t word) noexcept;
   TimePoint CallStart() const noexcept;
   Duration CallElapsed(TimePoint start) const noexcept;
   Outcome ClassifyException(const std::exception_ptr& e) const noexcept;
@@ -528,8 +535,14 @@ class CircuitBreaker {
   // the probe window (internal::kProbeMetricsBit). ---
   alignas(64) std::atomic<std::int64_t> not_permitted_[2] = {};
 
+  // COUNT_BASED successes counted but not yet applied to the window (see
+  // internal::kDeferSuccessBit). A line of its own: it is written by every
+  // success in an unhealthy window.
+  alignas(64) std::atomic<std::int64_t> deferred_successes_{0};
+
   // Everything else: the windows, half-open bookkeeping, listeners, timers.
-  std::unique_ptr<Core> core_;
+  // The pointer is on a line that is only read after construction.
+  alignas(64) const std::unique_ptr<Core> core_;
 };
 
 // ---------------------------------------------------------------------------
@@ -554,7 +567,17 @@ inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_sl
   const std::uint64_t word = word_.load(std::memory_order_relaxed);
   if (d <= slow_threshold_ && (EpochOf(word) == epoch || resilience4j_)) [[likely]] {
     if (word & internal::kFastSuccessBit) return;
+    if (word & internal::kDeferSuccessBit) {
+      deferred_successes_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     if ((word & internal::kStripedSuccessBit) && StripeSuccess(word)) return;
+    // CLOSED with failures in the window; listeners want every outcome seen
+    // in order, so they keep the general path.
+    if (StateOf(word) == State::kClosed && !(word & internal::kRejectionListenersBit) &&
+        RecordClosedSuccess(word)) {
+      return;
+    }
   }
   RecordSlow(epoch, half_open_slot, Outcome::Success(d));
 }

@@ -1,0 +1,158 @@
+// Breaker admission benchmarks. Run with `make bench`, or
+//   ./build/release/bench/fusebox_bench --benchmark_repetitions=10
+//       --benchmark_report_aggregates_only=true
+// and compare each figure with BM_Baseline_FetchAdd from the same run: the
+// machine is noisy, ratios travel better than nanoseconds. Multi-threaded
+// benchmarks use real time, so items_per_second is the throughput of all
+// threads together (2 threads on one breaker vs 1 thread is the scaling
+// figure docs/performance.md reports).
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "alloc_counter.h"
+#include "fusebox/circuit_breaker.h"
+
+namespace fusebox {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Reports allocations per iteration of the calling thread's loop (all threads
+// counted; with one thread that is exact).
+class AllocScope {
+ public:
+  explicit AllocScope(benchmark::State& state) : state_(state), start_(bench::Allocations()) {}
+  ~AllocScope() {
+    const double n = static_cast<double>(bench::Allocations() - start_);
+    state_.counters["allocs_per_call"] =
+        benchmark::Counter(n / static_cast<double>(state_.iterations() ? state_.iterations() : 1));
+  }
+
+ private:
+  benchmark::State& state_;
+  std::uint64_t start_;
+};
+
+CircuitBreaker& Shared(SlidingWindowType type) {
+  static CircuitBreaker* count_based = [] {
+    return CircuitBreaker::Create("bench-count", {.sliding_window_type = SlidingWindowType::kCountBased,
+                                                  .sliding_window_size = 100,
+                                                  .minimum_number_of_calls = 100})
+        ->release();
+  }();
+  static CircuitBreaker* time_based = [] {
+    return CircuitBreaker::Create("bench-time", {.sliding_window_type = SlidingWindowType::kTimeBased,
+                                                 .sliding_window_size = 10,
+                                                 .minimum_number_of_calls = 100})
+        ->release();
+  }();
+  return type == SlidingWindowType::kCountBased ? *count_based : *time_based;
+}
+
+// The yardstick: one uncontended atomic increment.
+void BM_Baseline_FetchAdd(benchmark::State& state) {
+  static std::atomic<std::uint64_t> counter{0};
+  for (auto _ : state) {
+    counter.fetch_add(1, std::memory_order_relaxed);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Baseline_FetchAdd);
+
+// TryAcquire + Success in CLOSED on a window full of successes (the healthy
+// steady state).
+void ClosedSuccess(benchmark::State& state, SlidingWindowType type) {
+  CircuitBreaker& cb = Shared(type);
+  // Fill the window (first 100 calls of the first run take the locked path).
+  for (int i = 0; i < 200; ++i) cb.TryAcquire()->Success(milliseconds(1));
+  AllocScope allocs(state);
+  for (auto _ : state) {
+    Result<Permit> permit = cb.TryAcquire();
+    permit->Success(milliseconds(1));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+void BM_Closed_AcquireSuccess_CountBased100(benchmark::State& state) {
+  ClosedSuccess(state, SlidingWindowType::kCountBased);
+}
+void BM_Closed_AcquireSuccess_TimeBased10s(benchmark::State& state) {
+  ClosedSuccess(state, SlidingWindowType::kTimeBased);
+}
+BENCHMARK(BM_Closed_AcquireSuccess_CountBased100)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Closed_AcquireSuccess_TimeBased10s)->Threads(1)->Threads(2)->UseRealTime();
+
+// 10 % failures: the window always holds failures, so every outcome takes the
+// locked path. Thresholds high enough never to trip.
+void BM_Closed_TenPercentFailures_CountBased100(benchmark::State& state) {
+  static CircuitBreaker* cb = CircuitBreaker::Create("bench-failing", {.failure_rate_threshold = 100,
+                                                                       .sliding_window_size = 100,
+                                                                       .minimum_number_of_calls = 100})
+                                  ->release();
+  std::uint32_t n = static_cast<std::uint32_t>(state.thread_index());
+  for (auto _ : state) {
+    Result<Permit> permit = cb->TryAcquire();
+    if (++n % 10 == 0) {
+      permit->Failure(milliseconds(1));
+    } else {
+      permit->Success(milliseconds(1));
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Closed_TenPercentFailures_CountBased100)->Threads(1)->Threads(2)->UseRealTime();
+
+// A rejected TryAcquire in OPEN.
+void BM_Open_Reject(benchmark::State& state) {
+  static CircuitBreaker* cb = [] {
+    CircuitBreaker* b = CircuitBreaker::Create("bench-open", {.wait_duration_in_open_state = std::chrono::hours(24)})
+                            ->release();
+    b->TransitionToOpen();
+    return b;
+  }();
+  AllocScope allocs(state);
+  for (auto _ : state) {
+    Result<Permit> permit = cb->TryAcquire();
+    benchmark::DoNotOptimize(permit);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Open_Reject)->Threads(1)->Threads(2)->UseRealTime();
+
+// Call() of a trivial lambda, including its two clock reads (coarse: the
+// default slow-call threshold is 60 s).
+void BM_Call_TrivialLambda(benchmark::State& state) {
+  CircuitBreaker& cb = Shared(SlidingWindowType::kCountBased);
+  int x = 0;
+  AllocScope allocs(state);
+  for (auto _ : state) {
+    Result<int> r = cb.Call([&x] { return ++x; });
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Call_TrivialLambda);
+
+// The same with precise timing (steady_clock twice).
+void BM_Call_TrivialLambda_PreciseTiming(benchmark::State& state) {
+  static CircuitBreaker* cb =
+      CircuitBreaker::Create("bench-precise", {.sliding_window_size = 100,
+                                               .minimum_number_of_calls = 100,
+                                               .call_timing = CallTiming::kPrecise})
+          ->release();
+  for (int i = 0; i < 200; ++i) cb->TryAcquire()->Success(milliseconds(1));
+  int x = 0;
+  for (auto _ : state) {
+    Result<int> r = cb->Call([&x] { return ++x; });
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Call_TrivialLambda_PreciseTiming);
+
+}  // namespace
+}  // namespace fusebox

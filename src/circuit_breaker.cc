@@ -218,7 +218,9 @@ struct alignas(64) Stripe {
 
 }  // namespace
 
-struct CircuitBreaker::Core {
+// Aligned so that the lock and the closed window, which every locked path
+// touches, start a cache line and share as few lines as possible.
+struct alignas(64) CircuitBreaker::Core {
   explicit Core(CircuitBreaker& breaker, const CircuitBreakerConfig& c)
       : cb(breaker),
         closed_window(c.sliding_window_type, c.sliding_window_size),
@@ -229,11 +231,11 @@ struct CircuitBreaker::Core {
   // arithmetic (plus, on transitions only, a clock timer call), and a
   // std::mutex made two contending threads 4x slower than one (futex calls).
   mutable internal::SpinMutex mu;
+  int consecutive_failures FUSEBOX_GUARDED_BY(mu) = 0;
   internal::SlidingWindow closed_window FUSEBOX_GUARDED_BY(mu);
   // Resilience4j's half-open metrics: COUNT_BASED of size permitted, whatever
   // the closed window's type.
   internal::SlidingWindow probe_window FUSEBOX_GUARDED_BY(mu);
-  int consecutive_failures FUSEBOX_GUARDED_BY(mu) = 0;
   int half_open_available FUSEBOX_GUARDED_BY(mu) = 0;
   int half_open_successes FUSEBOX_GUARDED_BY(mu) = 0;
   int open_attempts FUSEBOX_GUARDED_BY(mu) = 0;
@@ -279,9 +281,15 @@ struct CircuitBreaker::Core {
   // deferred successes. Every locked path that reads or changes the closed
   // window calls it first, so none of them is ever lost.
   void FoldStripesLocked(std::int64_t second) FUSEBOX_REQUIRES(mu) {
-    if (!stripes) {
-      if (cb.deferred_successes_.load(std::memory_order_relaxed) == 0) return;
-      const std::int64_t n = cb.deferred_successes_.exchange(0, std::memory_order_relaxed);
+    if (cb.config_.sliding_window_type == SlidingWindowType::kCountBased) {
+      std::int64_t n = 0;
+      for (int i = 0; i < kStripes; ++i) {
+        std::atomic<std::uint64_t>& w = stripes[i].word;
+        if (w.load(std::memory_order_relaxed) != 0) {
+          n += static_cast<std::int64_t>(w.exchange(0, std::memory_order_relaxed));
+        }
+      }
+      if (n == 0) return;
       // More successes than the ring holds leave the same ring as `size` of
       // them would.
       const std::int64_t apply = std::min<std::int64_t>(n, closed_window.size());
@@ -747,9 +755,7 @@ CircuitBreaker::CircuitBreaker(std::string name, CircuitBreakerConfig config, Cl
       core_(std::make_unique<Core>(*this, config_)) {
   core_->link->breaker = this;
   core_->jitter_state = config_.jitter_seed != 0 ? config_.jitter_seed : std::hash<std::string>{}(name_);
-  if (config_.sliding_window_type == SlidingWindowType::kTimeBased) {
-    core_->stripes = std::make_unique<Stripe[]>(kStripes);
-  }
+  core_->stripes = std::make_unique<Stripe[]>(kStripes);
   const TimePoint now = clock_.Now();
   internal::SpinMutexLock lock(&core_->mu);
   core_->state_since = now;
@@ -849,8 +855,8 @@ bool CircuitBreaker::RecordClosedSuccess(std::uint64_t word) noexcept {
   // have no order a caller could observe, and applying one a moment later
   // can only delay a trip that crossing minimum_number_of_calls would cause.
   if (!core_->mu.TryLock()) {
-    if (core_->stripes) return StripeSuccess(word);
-    deferred_successes_.fetch_add(1, std::memory_order_relaxed);
+    if (config_.sliding_window_type == SlidingWindowType::kTimeBased) return StripeSuccess(word);
+    DeferSuccess();
     return true;
   }
   const std::uint64_t now_word = word_.load(std::memory_order_relaxed);
@@ -867,6 +873,10 @@ bool CircuitBreaker::RecordClosedSuccess(std::uint64_t word) noexcept {
   core_->mu.Unlock();
   core_->Dispatch();
   return true;
+}
+
+void CircuitBreaker::DeferSuccess() noexcept {
+  core_->stripes[t_stripe].word.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool CircuitBreaker::StripeSuccess(std::uint64_t word) noexcept {

@@ -1,13 +1,18 @@
 #include "sliding_window.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace fusebox::internal {
 
-SlidingWindow::SlidingWindow(SlidingWindowType type, int size) : type_(type), size_(size) {
+SlidingWindow::SlidingWindow(SlidingWindowType type, int size)
+    : type_(type), size_(size), bits_(inline_bits_) {
   assert(size >= 1);
   if (type_ == SlidingWindowType::kCountBased) {
-    ring_.assign(static_cast<std::size_t>(size), 0);
+    if (size > kInlineWords * kPerWord) {
+      heap_bits_.assign(static_cast<std::size_t>((size + kPerWord - 1) / kPerWord), 0);
+      bits_ = heap_bits_.data();
+    }
   } else {
     buckets_.assign(static_cast<std::size_t>(size), Bucket{});
   }
@@ -22,12 +27,12 @@ void SlidingWindow::Add(WindowTotals& t, bool failed, bool slow, std::int64_t n)
 
 void SlidingWindow::Record(std::int64_t second, bool failed, bool slow) {
   if (type_ == SlidingWindowType::kCountBased) {
-    std::uint8_t& slot = ring_[static_cast<std::size_t>(head_)];
     if (totals_.calls >= size_) {
       // Evict the oldest outcome, which sits where the new one goes.
-      Add(totals_, (slot & kFailed) != 0, (slot & kSlow) != 0, -1);
+      const std::uint64_t old = Slot(head_);
+      Add(totals_, (old & kFailed) != 0, (old & kSlow) != 0, -1);
     }
-    slot = static_cast<std::uint8_t>((failed ? kFailed : 0) | (slow ? kSlow : 0));
+    SetSlot(head_, (failed ? kFailed : 0) | (slow ? kSlow : 0));
     Add(totals_, failed, slow, 1);
     head_ = head_ + 1 == size_ ? 0 : head_ + 1;
     return;
@@ -85,7 +90,8 @@ const WindowTotals& SlidingWindow::Totals(std::int64_t second) {
 void SlidingWindow::Reset() {
   totals_ = WindowTotals{};
   if (type_ == SlidingWindowType::kCountBased) {
-    ring_.assign(ring_.size(), 0);
+    const std::size_t words = bits_ == inline_bits_ ? kInlineWords : heap_bits_.size();
+    std::fill(bits_, bits_ + words, 0);
     head_ = 0;
   } else {
     started_ = false;

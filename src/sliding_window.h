@@ -29,6 +29,8 @@ struct WindowTotals {
 class SlidingWindow {
  public:
   SlidingWindow(SlidingWindowType type, int size);
+  SlidingWindow(const SlidingWindow&) = delete;
+  SlidingWindow& operator=(const SlidingWindow&) = delete;
 
   // Records one outcome reported in epoch second `second` (ignored by
   // kCountBased).
@@ -53,18 +55,35 @@ class SlidingWindow {
     std::int64_t second = 0;
     WindowTotals totals;
   };
-  static constexpr std::uint8_t kFailed = 1;
-  static constexpr std::uint8_t kSlow = 2;
+  static constexpr std::uint64_t kFailed = 1;
+  static constexpr std::uint64_t kSlow = 2;
+  // Outcomes are 2 bits each, 32 to a word; windows of up to 128 calls keep
+  // them inline, so that the whole window sits in the breaker's own cache
+  // lines (recording a failure touches no separate allocation).
+  static constexpr int kInlineWords = 4;
+  static constexpr int kPerWord = 32;
+
+  std::uint64_t Slot(int i) const {
+    return (bits_[i / kPerWord] >> (2 * (i % kPerWord))) & 3u;
+  }
+  void SetSlot(int i, std::uint64_t v) {
+    std::uint64_t& w = bits_[i / kPerWord];
+    const int shift = 2 * (i % kPerWord);
+    w = (w & ~(std::uint64_t{3} << shift)) | (v << shift);
+  }
 
   void AgeTo(std::int64_t second);
   static void Add(WindowTotals& t, bool failed, bool slow, std::int64_t n);
 
+  // Hot fields first: recording a COUNT_BASED outcome touches only these.
   const SlidingWindowType type_;
   const int size_;
+  int head_ = 0;  // kCountBased: next slot to write.
   WindowTotals totals_;
-  // kCountBased.
-  std::vector<std::uint8_t> ring_;
-  int head_ = 0;  // Next slot to write.
+  // kCountBased: a ring of 2-bit outcomes, inline up to 128 calls.
+  std::uint64_t* bits_;
+  std::uint64_t inline_bits_[kInlineWords] = {};
+  std::vector<std::uint64_t> heap_bits_;  // Windows larger than 128 calls.
   // kTimeBased.
   std::vector<Bucket> buckets_;
   std::int64_t latest_second_ = 0;

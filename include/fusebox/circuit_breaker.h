@@ -511,6 +511,7 @@ class CircuitBreaker {
   void ReleasePermit(std::uint32_t epoch, bool half_open_slot) noexcept;
   bool StripeSuccess(std::uint64_t word) noexcept;
   bool RecordClosedSuccess(std::uint64_t word) noexcept;
+  void DeferSuccess() noexcept;
   TimePoint CallStart() const noexcept;
   Duration CallElapsed(TimePoint start) const noexcept;
   Outcome ClassifyException(const std::exception_ptr& e) const noexcept;
@@ -568,7 +569,7 @@ inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_sl
   if (d <= slow_threshold_ && (EpochOf(word) == epoch || resilience4j_)) [[likely]] {
     if (word & internal::kFastSuccessBit) return;
     if (word & internal::kDeferSuccessBit) {
-      deferred_successes_.fetch_add(1, std::memory_order_relaxed);
+      DeferSuccess();
       return;
     }
     if ((word & internal::kStripedSuccessBit) && StripeSuccess(word)) return;

@@ -74,6 +74,60 @@ thread_local unsigned t_stripe = [] {
   return next.fetch_add(1, std::memory_order_relaxed) % kStripes;
 }();
 
+// Writer slots for CircuitBreaker::counters_. Up to kOwnedSlots threads at a
+// time each own one slot index, the same in every breaker, and are its only
+// writer: they add with a relaxed load and store, which costs a plain add
+// instead of a locked one. Threads beyond that share the last slot and use
+// fetch_add. A slot is handed back when its thread exits; the release and the
+// next claim (acq_rel on g_slots) order the old owner's last store before the
+// new owner's first load, so counts carry over exactly. Readers only sum
+// slots; they never write them (a reset subtracts a remembered base instead).
+constexpr int kOwnedSlots = 8;
+constexpr int kSharedSlot = kOwnedSlots;
+std::atomic<std::uint32_t> g_slots{0};
+thread_local int t_slot = -1;  // -1: not claimed yet.
+
+struct SlotRelease {
+  ~SlotRelease() {
+    if (t_slot >= 0 && t_slot < kOwnedSlots) {
+      g_slots.fetch_and(~(1u << t_slot), std::memory_order_acq_rel);
+    }
+  }
+};
+
+int ClaimSlot() {
+  thread_local SlotRelease release;  // Its destructor hands the slot back.
+  (void)release;
+  std::uint32_t bits = g_slots.load(std::memory_order_relaxed);
+  for (;;) {
+    int free = -1;
+    for (int i = 0; i < kOwnedSlots; ++i) {
+      if (!(bits & (1u << i))) {
+        free = i;
+        break;
+      }
+    }
+    if (free < 0) return t_slot = kSharedSlot;
+    if (g_slots.compare_exchange_weak(bits, bits | (1u << free), std::memory_order_acq_rel)) {
+      return t_slot = free;
+    }
+  }
+}
+
+inline int MySlot() {
+  const int slot = t_slot;
+  return slot >= 0 ? slot : ClaimSlot();
+}
+
+// Adds one to `counter` of slot `slot`.
+inline void Bump(std::atomic<std::uint64_t>& counter, int slot) {
+  if (slot != kSharedSlot) {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else {
+    counter.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 bool IsOverrideState(State s) {
   return s == State::kDisabled || s == State::kMetricsOnly || s == State::kForcedOpen ||
          s == State::kForcedClosed;
@@ -266,6 +320,18 @@ struct alignas(64) CircuitBreaker::Core {
 
   // kTimeBased only.
   std::unique_ptr<Stripe[]> stripes;
+  // Sums of the slot counters already accounted for: rejections before the
+  // current metrics began, deferred successes already in the window.
+  std::uint64_t rejected_base[2] FUSEBOX_GUARDED_BY(mu) = {};
+  std::uint64_t successes_applied FUSEBOX_GUARDED_BY(mu) = 0;
+
+  std::uint64_t SumRejected(int k) const {
+    std::uint64_t n = 0;
+    for (int i = 0; i <= kSharedSlot; ++i) n += cb.counters_[i].rejected[k].load(std::memory_order_relaxed);
+    return n;
+  }
+  // Starts the rejection count of metrics `k` (0 closed, 1 probe) afresh.
+  void ResetRejectedLocked(int k) FUSEBOX_REQUIRES(mu) { rejected_base[k] = SumRejected(k); }
 
 
 
@@ -281,15 +347,12 @@ struct alignas(64) CircuitBreaker::Core {
   // deferred successes. Every locked path that reads or changes the closed
   // window calls it first, so none of them is ever lost.
   void FoldStripesLocked(std::int64_t second) FUSEBOX_REQUIRES(mu) {
-    if (cb.config_.sliding_window_type == SlidingWindowType::kCountBased) {
-      std::int64_t n = 0;
-      for (int i = 0; i < kStripes; ++i) {
-        std::atomic<std::uint64_t>& w = stripes[i].word;
-        if (w.load(std::memory_order_relaxed) != 0) {
-          n += static_cast<std::int64_t>(w.exchange(0, std::memory_order_relaxed));
-        }
-      }
+    if (!stripes) {
+      std::uint64_t sum = 0;
+      for (int i = 0; i <= kSharedSlot; ++i) sum += cb.counters_[i].successes.load(std::memory_order_relaxed);
+      const std::int64_t n = static_cast<std::int64_t>(sum - successes_applied);
       if (n == 0) return;
+      successes_applied = sum;
       // More successes than the ring holds leave the same ring as `size` of
       // them would.
       const std::int64_t apply = std::min<std::int64_t>(n, closed_window.size());
@@ -346,7 +409,7 @@ struct alignas(64) CircuitBreaker::Core {
       m.failure_rate = RatePercent(t.failed, t.calls);
       m.slow_call_rate = RatePercent(t.slow, t.calls);
     }
-    m.not_permitted_calls = cb.not_permitted_[probe ? 1 : 0].load(std::memory_order_relaxed);
+    m.not_permitted_calls = static_cast<std::int64_t>(SumRejected(probe ? 1 : 0) - rejected_base[probe ? 1 : 0]);
     const State s = m.state;
     const Duration::rep deadline = cb.deadline_ns_.load(std::memory_order_relaxed);
     if (s == State::kOpen || (IsOverrideState(s) && deadline != 0)) {
@@ -461,7 +524,7 @@ struct alignas(64) CircuitBreaker::Core {
     switch (to) {
       case State::kClosed:
         closed_window.Reset();
-        cb.not_permitted_[0].store(0, std::memory_order_relaxed);
+        ResetRejectedLocked(0);
         consecutive_failures = 0;
         open_attempts = 0;
         probe = false;
@@ -479,7 +542,7 @@ struct alignas(64) CircuitBreaker::Core {
       }
       case State::kHalfOpen:
         probe_window.Reset();
-        cb.not_permitted_[1].store(0, std::memory_order_relaxed);
+        ResetRejectedLocked(1);
         half_open_available = cb.config_.permitted_number_of_calls_in_half_open_state;
         half_open_successes = 0;
         probe = true;
@@ -494,7 +557,7 @@ struct alignas(64) CircuitBreaker::Core {
       case State::kForcedOpen:
       case State::kForcedClosed: {
         closed_window.Reset();
-        cb.not_permitted_[0].store(0, std::memory_order_relaxed);
+        ResetRejectedLocked(0);
         consecutive_failures = 0;
         open_attempts = 0;
         probe = false;
@@ -623,7 +686,8 @@ struct alignas(64) CircuitBreaker::Core {
 
   Result<Permit> Reject(std::uint64_t word, const char* reason,
                                std::optional<TimePoint> retry_at) {
-    cb.not_permitted_[(word & kProbeMetricsBit) ? 1 : 0].fetch_add(1, std::memory_order_relaxed);
+    const int slot = MySlot();
+    Bump(cb.counters_[slot].rejected[(word & kProbeMetricsBit) ? 1 : 0], slot);
     if (word & kRejectionListenersBit) NotifyRejection(StateOf(word), reason, retry_at);
     return Status::Rejected(StatusCode::kCircuitOpen, reason, retry_at);
   }
@@ -752,10 +816,13 @@ CircuitBreaker::CircuitBreaker(std::string name, CircuitBreakerConfig config, Cl
       clock_(clock),
       name_(std::move(name)),
       config_(std::move(config)),
+      counters_(std::make_unique<SlotCounters[]>(kSharedSlot + 1)),
       core_(std::make_unique<Core>(*this, config_)) {
   core_->link->breaker = this;
   core_->jitter_state = config_.jitter_seed != 0 ? config_.jitter_seed : std::hash<std::string>{}(name_);
-  core_->stripes = std::make_unique<Stripe[]>(kStripes);
+  if (config_.sliding_window_type == SlidingWindowType::kTimeBased) {
+    core_->stripes = std::make_unique<Stripe[]>(kStripes);
+  }
   const TimePoint now = clock_.Now();
   internal::SpinMutexLock lock(&core_->mu);
   core_->state_since = now;
@@ -785,8 +852,17 @@ Result<Permit> CircuitBreaker::TryAcquireSlow(std::uint64_t word) noexcept {
       // may end up to one tick (≤ 4 ms) late on SystemClock, never on
       // ManualClock.
       const TimePoint now = clock_.CoarseNow();
-      if (now.time_since_epoch().count() <= deadline) {
-        return core_->Reject(word, "open", TimePoint(Duration(deadline)));
+      if (now.time_since_epoch().count() <= deadline) [[likely]] {
+        // Written out rather than through Core::Reject: this is the path an
+        // outage runs millions of times, and it should touch nothing but this
+        // object's first two cache lines.
+        const int slot = MySlot();
+        Bump(counters_[slot].rejected[(word & kProbeMetricsBit) ? 1 : 0], slot);
+        const TimePoint until{Duration(deadline)};
+        if (word & kRejectionListenersBit) [[unlikely]] {
+          core_->NotifyRejection(State::kOpen, "open", until);
+        }
+        return Status::Rejected(StatusCode::kCircuitOpen, "open", until);
       }
       break;  // The wait is over: move to HALF_OPEN under the lock.
     }
@@ -876,7 +952,8 @@ bool CircuitBreaker::RecordClosedSuccess(std::uint64_t word) noexcept {
 }
 
 void CircuitBreaker::DeferSuccess() noexcept {
-  core_->stripes[t_stripe].word.fetch_add(1, std::memory_order_relaxed);
+  const int slot = MySlot();
+  Bump(counters_[slot].successes, slot);
 }
 
 bool CircuitBreaker::StripeSuccess(std::uint64_t word) noexcept {

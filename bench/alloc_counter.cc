@@ -4,17 +4,19 @@
 #include <new>
 
 namespace {
-std::atomic<std::uint64_t> g_allocations{0};
-}
+// Per thread, so that a benchmark counts only what its own loop allocates,
+// not what the harness's other threads do meanwhile.
+thread_local std::uint64_t t_allocations = 0;
+}  // namespace
 
 namespace fusebox::bench {
-std::uint64_t Allocations() { return g_allocations.load(std::memory_order_relaxed); }
+std::uint64_t Allocations() { return t_allocations; }
 }  // namespace fusebox::bench
 
 // Replacing the global allocation functions is the standard way to observe
 // every allocation; the benchmarks only read the counter.
 void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  ++t_allocations;
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }

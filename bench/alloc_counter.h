@@ -3,12 +3,11 @@
 #ifndef FUSEBOX_BENCH_ALLOC_COUNTER_H_
 #define FUSEBOX_BENCH_ALLOC_COUNTER_H_
 
-#include <atomic>
 #include <cstdint>
 
 namespace fusebox::bench {
 
-// Allocations so far, by any thread.
+// Allocations made so far by the calling thread.
 std::uint64_t Allocations();
 
 }  // namespace fusebox::bench

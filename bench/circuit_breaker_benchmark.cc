@@ -22,12 +22,12 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// Reports allocations per iteration of the calling thread's loop (all threads
-// counted; with one thread that is exact).
+// Reports the heap allocations per iteration made by the calling thread's loop.
+// Call Stop() right after the loop: recording counters allocates.
 class AllocScope {
  public:
   explicit AllocScope(benchmark::State& state) : state_(state), start_(bench::Allocations()) {}
-  ~AllocScope() {
+  void Stop() {
     const double n = static_cast<double>(bench::Allocations() - start_);
     state_.counters["allocs_per_call"] =
         benchmark::Counter(n / static_cast<double>(state_.iterations() ? state_.iterations() : 1));
@@ -75,6 +75,7 @@ void ClosedSuccess(benchmark::State& state, SlidingWindowType type) {
     Result<Permit> permit = cb.TryAcquire();
     permit->Success(milliseconds(1));
   }
+  allocs.Stop();
   state.SetItemsProcessed(state.iterations());
 }
 void BM_Closed_AcquireSuccess_CountBased100(benchmark::State& state) {
@@ -94,6 +95,8 @@ void BM_Closed_TenPercentFailures_CountBased100(benchmark::State& state) {
                                                                        .minimum_number_of_calls = 100})
                                   ->release();
   std::uint32_t n = static_cast<std::uint32_t>(state.thread_index());
+  for (int i = 0; i < 20; ++i) cb->TryAcquire()->Success(milliseconds(1));  // Warm-up.
+  AllocScope allocs(state);
   for (auto _ : state) {
     Result<Permit> permit = cb->TryAcquire();
     if (++n % 10 == 0) {
@@ -102,6 +105,7 @@ void BM_Closed_TenPercentFailures_CountBased100(benchmark::State& state) {
       permit->Success(milliseconds(1));
     }
   }
+  allocs.Stop();
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Closed_TenPercentFailures_CountBased100)->Threads(1)->Threads(2)->UseRealTime();
@@ -114,11 +118,13 @@ void BM_Open_Reject(benchmark::State& state) {
     b->TransitionToOpen();
     return b;
   }();
+  (void)cb->TryAcquire();  // Warm-up: the thread's first rejection claims its counter slot.
   AllocScope allocs(state);
   for (auto _ : state) {
     Result<Permit> permit = cb->TryAcquire();
     benchmark::DoNotOptimize(permit);
   }
+  allocs.Stop();
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Open_Reject)->Threads(1)->Threads(2)->UseRealTime();
@@ -133,6 +139,7 @@ void BM_Call_TrivialLambda(benchmark::State& state) {
     Result<int> r = cb.Call([&x] { return ++x; });
     benchmark::DoNotOptimize(r);
   }
+  allocs.Stop();
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Call_TrivialLambda);

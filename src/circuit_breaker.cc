@@ -276,16 +276,19 @@ struct alignas(64) Stripe {
 // touches, start a cache line and share as few lines as possible.
 struct alignas(64) CircuitBreaker::Core {
   explicit Core(CircuitBreaker& breaker, const CircuitBreakerConfig& c)
-      : cb(breaker),
-        closed_window(c.sliding_window_type, c.sliding_window_size),
-        probe_window(SlidingWindowType::kCountBased, c.permitted_number_of_calls_in_half_open_state) {}
+      : closed_window(c.sliding_window_type, c.sliding_window_size),
+        probe_window(SlidingWindowType::kCountBased, c.permitted_number_of_calls_in_half_open_state),
+        cb(breaker) {}
 
-  CircuitBreaker& cb;
   // A spin lock: every critical section here is a few dozen nanoseconds of
   // arithmetic (plus, on transitions only, a clock timer call), and a
   // std::mutex made two contending threads 4x slower than one (futex calls).
   mutable internal::SpinMutex mu;
+  // What a failure in CLOSED touches comes first, so that it spans as few
+  // cache lines as possible (a line moving between cores costs ~200 ns here).
   int consecutive_failures FUSEBOX_GUARDED_BY(mu) = 0;
+  // Sum of the slot counters' deferred successes already in the window.
+  std::uint64_t successes_applied FUSEBOX_GUARDED_BY(mu) = 0;
   internal::SlidingWindow closed_window FUSEBOX_GUARDED_BY(mu);
   // Resilience4j's half-open metrics: COUNT_BASED of size permitted, whatever
   // the closed window's type.
@@ -318,13 +321,17 @@ struct alignas(64) CircuitBreaker::Core {
   TimerId half_open_timer FUSEBOX_GUARDED_BY(mu) = 0;
   TimerId override_timer FUSEBOX_GUARDED_BY(mu) = 0;
 
+  CircuitBreaker& cb;
   // kTimeBased only.
   std::unique_ptr<Stripe[]> stripes;
-  // Sums of the slot counters already accounted for: rejections before the
-  // current metrics began, deferred successes already in the window.
+  // Sums of the slot counters' rejections before the current metrics began.
   std::uint64_t rejected_base[2] FUSEBOX_GUARDED_BY(mu) = {};
-  std::uint64_t successes_applied FUSEBOX_GUARDED_BY(mu) = 0;
 
+  std::uint64_t SumSuccesses() const {
+    std::uint64_t n = 0;
+    for (int i = 0; i <= kSharedSlot; ++i) n += cb.counters_[i].successes.load(std::memory_order_relaxed);
+    return n;
+  }
   std::uint64_t SumRejected(int k) const {
     std::uint64_t n = 0;
     for (int i = 0; i <= kSharedSlot; ++i) n += cb.counters_[i].rejected[k].load(std::memory_order_relaxed);
@@ -346,12 +353,17 @@ struct alignas(64) CircuitBreaker::Core {
   // lock: TIME_BASED striped counters (re-armed for `second`) and COUNT_BASED
   // deferred successes. Every locked path that reads or changes the closed
   // window calls it first, so none of them is ever lost.
-  void FoldStripesLocked(std::int64_t second) FUSEBOX_REQUIRES(mu) {
+  //
+  // `seen`, when given, is SumSuccesses() read before the lock was taken:
+  // reading other threads' counter lines costs a cache line transfer each,
+  // better paid before the lock than while the other thread waits for it. It
+  // still includes every success reported before the caller's outcome.
+  void FoldStripesLocked(std::int64_t second, std::uint64_t seen = 0) FUSEBOX_REQUIRES(mu) {
     if (!stripes) {
-      std::uint64_t sum = 0;
-      for (int i = 0; i <= kSharedSlot; ++i) sum += cb.counters_[i].successes.load(std::memory_order_relaxed);
+      const std::uint64_t sum = seen != 0 ? seen : SumSuccesses();
+      // Another thread may have applied a later sum already.
+      if (sum <= successes_applied) return;
       const std::int64_t n = static_cast<std::int64_t>(sum - successes_applied);
-      if (n == 0) return;
       successes_applied = sum;
       // More successes than the ring holds leave the same ring as `size` of
       // them would.
@@ -980,6 +992,7 @@ void CircuitBreaker::RecordSlow(std::uint32_t epoch, bool half_open_slot, const 
   const bool hint = outcome.open_for > Duration::zero();
   OutcomeEvent event{name_, State::kClosed, outcome.kind, outcome.duration, slow, false};
   bool notify = false;
+  const std::uint64_t successes_seen = core_->stripes ? 0 : core_->SumSuccesses();
   {
     internal::SpinMutexLock lock(&core_->mu);
     const TimePoint coarse = clock_.CoarseNow();
@@ -1009,7 +1022,7 @@ void CircuitBreaker::RecordSlow(std::uint32_t epoch, bool half_open_slot, const 
       switch (state) {
         case State::kClosed:
           if (ignored) break;
-          core_->FoldStripesLocked(second);
+          core_->FoldStripesLocked(second, successes_seen);
           core_->closed_window.Record(second, failed, slow);
           core_->consecutive_failures = failed ? core_->consecutive_failures + 1 : 0;
           core_->CheckClosedLocked(second, failed);

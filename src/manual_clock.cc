@@ -51,10 +51,15 @@ bool ManualClock::Cancel(TimerId id) {
 
 std::size_t ManualClock::Advance(Duration d) {
   assert(d >= Duration::zero() && "ManualClock cannot go back");
-  std::unique_lock<std::mutex> lock(mu_);
-  const TimePoint target = Now() + (d > Duration::zero() ? d : Duration::zero());
-  lock.unlock();
-  return Set(target);
+  std::size_t woken = 0;
+  {
+    // Read and move under one lock, so that two threads advancing at once
+    // add up instead of one overwriting the other with an earlier time.
+    std::lock_guard<std::mutex> lock(mu_);
+    woken = MoveToLocked(Now() + (d > Duration::zero() ? d : Duration::zero()));
+  }
+  cv_.notify_all();
+  return woken + RunDueTimers();
 }
 
 std::size_t ManualClock::Set(TimePoint t) {
@@ -62,12 +67,18 @@ std::size_t ManualClock::Set(TimePoint t) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     assert(t >= Now() && "ManualClock cannot go back");
-    if (t > Now()) now_ns_.store(t.time_since_epoch().count(), std::memory_order_release);
-    // Sleepers whose deadline has passed; they leave sleepers_ as they wake.
-    for (auto it = sleepers_.begin(); it != sleepers_.end() && *it <= t; ++it) ++woken;
+    woken = MoveToLocked(t);
   }
   cv_.notify_all();
   return woken + RunDueTimers();
+}
+
+std::size_t ManualClock::MoveToLocked(TimePoint t) {
+  if (t > Now()) now_ns_.store(t.time_since_epoch().count(), std::memory_order_release);
+  // Sleepers whose deadline has passed; they leave sleepers_ as they wake.
+  std::size_t woken = 0;
+  for (auto it = sleepers_.begin(); it != sleepers_.end() && *it <= t; ++it) ++woken;
+  return woken;
 }
 
 std::size_t ManualClock::RunDueTimers() {

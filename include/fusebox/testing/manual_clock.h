@@ -70,6 +70,8 @@ class ManualClock final : public Clock {
 
  private:
   std::size_t RunDueTimers();
+  // Moves the time to `t` (if later); returns the sleepers it wakes. Needs mu_.
+  std::size_t MoveToLocked(TimePoint t);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -7,10 +7,16 @@
 #define FUSEBOX_FUSEBOX_H_
 
 #include "fusebox/backoff.h"          // IWYU pragma: export
+#include "fusebox/bulkhead.h"         // IWYU pragma: export
 #include "fusebox/circuit_breaker.h"  // IWYU pragma: export
 #include "fusebox/clock.h"            // IWYU pragma: export
+#include "fusebox/fallback.h"         // IWYU pragma: export
+#include "fusebox/pipeline.h"         // IWYU pragma: export
+#include "fusebox/rate_limiter.h"     // IWYU pragma: export
 #include "fusebox/registry.h"         // IWYU pragma: export
 #include "fusebox/result.h"           // IWYU pragma: export
+#include "fusebox/retry.h"            // IWYU pragma: export
 #include "fusebox/status.h"           // IWYU pragma: export
+#include "fusebox/timeout.h"          // IWYU pragma: export
 
 #endif  // FUSEBOX_FUSEBOX_H_

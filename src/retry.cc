@@ -1,0 +1,93 @@
+// Retry: the decisions of the loop. The loop itself is a template in retry.h
+// (and in pipeline.h), so that the callable is never type-erased.
+#include "fusebox/retry.h"
+
+#include <string>
+
+namespace fusebox {
+namespace {
+
+std::string Ns(Duration d) { return std::to_string(d.count()) + " ns"; }
+
+RetryDecision Exhaust(const char* reason) {
+  return {RetryDecision::Action::kExhausted, Duration::zero(), reason};
+}
+
+}  // namespace
+
+Status RetryOptions::Validate() const {
+  if (max_attempts < 1) {
+    return Status::InvalidArgument("max_attempts must be >= 1, got " +
+                                   std::to_string(max_attempts));
+  }
+  if (wait_duration < Duration::zero()) {
+    return Status::InvalidArgument("wait_duration must be >= 0, got " + Ns(wait_duration));
+  }
+  if (max_duration < Duration::zero()) {
+    return Status::InvalidArgument("max_duration must be >= 0 (0 means no budget), got " +
+                                   Ns(max_duration));
+  }
+  if (max_retry_after < Duration::zero()) {
+    return Status::InvalidArgument("max_retry_after must be >= 0, got " + Ns(max_retry_after));
+  }
+  return Status();
+}
+
+Result<std::unique_ptr<Retry>> Retry::Create(RetryOptions options, Clock& clock) {
+  Status s = options.Validate();
+  if (!s.ok()) return s;
+  return std::unique_ptr<Retry>(new Retry(std::move(options), clock));
+}
+
+Retry::Retry(RetryOptions options, Clock& clock) : options_(std::move(options)), clock_(clock) {}
+
+TimePoint Retry::LoopStart() const noexcept {
+  // The budget is the only reader; without one the success path reads no clock.
+  return options_.max_duration > Duration::zero() ? clock_.CoarseNow() : TimePoint();
+}
+
+bool Retry::IsRetryable(const Status& failure) const {
+  switch (failure.code()) {
+    case StatusCode::kOk:
+    case StatusCode::kCircuitOpen:
+      return false;
+    case StatusCode::kBulkheadFull:
+      return options_.retry_on_bulkhead_full;
+    case StatusCode::kRateLimited:
+      return options_.retry_on_rate_limited;
+    default:
+      break;
+  }
+  if (options_.retry_on) return options_.retry_on(failure);
+  return failure.code() == StatusCode::kUnavailable || failure.code() == StatusCode::kTimeout;
+}
+
+RetryDecision Retry::Decide(int attempt, const Status& failure, TimePoint loop_start) const {
+  if (!IsRetryable(failure)) return {};
+  if (attempt >= options_.max_attempts) return Exhaust("max_attempts");
+  Duration wait;
+  const bool budget = options_.max_duration > Duration::zero();
+  TimePoint now{};
+  if (const std::optional<TimePoint> hint = failure.retry_at()) {
+    now = clock_.CoarseNow();
+    wait = *hint > now ? *hint - now : Duration::zero();
+    if (wait > options_.max_retry_after) return Exhaust("max_retry_after");
+  } else {
+    wait =
+        options_.interval_function ? options_.interval_function(attempt) : options_.wait_duration;
+    if (wait < Duration::zero()) wait = Duration::zero();
+    if (budget) now = clock_.CoarseNow();
+  }
+  // The retry must begin within the budget: at loop_start + max_duration
+  // exactly is still in time.
+  if (budget && now - loop_start > options_.max_duration - wait) return Exhaust("max_duration");
+  return {RetryDecision::Action::kRetry, wait, ""};
+}
+
+Status Retry::Exhausted(int attempts, const RetryDecision& decision, const Status& last) {
+  return Status(StatusCode::kRetriesExhausted, std::to_string(attempts) +
+                                                   (attempts == 1 ? " attempt (" : " attempts (") +
+                                                   decision.reason + "), last: " + last.ToString());
+}
+
+}  // namespace fusebox

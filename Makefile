@@ -3,7 +3,7 @@
 #   make deps    install missing Debian packages (apt-get; sudo if not root)
 #   make build   configure + build the release preset (gcc, -O2, -Werror)
 #   make test    release, asan, tsan in turn: configure, build, ctest; stops at the first failure
-#   make demo    build release and run the quickstart example
+#   make demo    build release, then `fusebox sim default` and `fusebox compare` (the five presets)
 #   make bench   build release and run the benchmarks
 #   make format  clang-format -i every C++ file git knows about (tracked or not ignored)
 #   make clean   remove build/
@@ -13,7 +13,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
 DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev \
-                libbenchmark-dev make git
+                libbenchmark-dev make git libcli11-dev nlohmann-json3-dev libyaml-cpp-dev chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
@@ -66,7 +66,9 @@ test-tsan:
 	$(TSAN_ENV) ctest --preset tsan -j $(JOBS)
 
 demo: build
-	./build/release/examples/quickstart
+	./build/release/bin/fusebox sim default
+	@echo
+	./build/release/bin/fusebox compare
 
 bench: build
 	./build/release/bench/fusebox_bench --benchmark_repetitions=5 \

@@ -4,7 +4,8 @@
 #
 # Time must come from an injected fusebox::Clock (STYLE.md section 3): nothing
 # under src/ or include/ except src/clock.cc, which implements SystemClock(),
-# may read a std::chrono clock or sleep. Fails, listing file:line, on any of
+# may read a std::chrono clock or sleep; the same holds under apps/ (the
+# `fusebox` command runs everything on a ManualClock). Fails, listing file:line, on any of
 #   steady_clock::now  system_clock::now  high_resolution_clock::now
 #   sleep_for(  sleep_until(              (std::this_thread)
 #   clock_gettime(  gettimeofday(  usleep(  nanosleep(   (the POSIX ways round)
@@ -29,7 +30,8 @@ string(JOIN "" forbidden_regex ${forbidden_regex})
 
 file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE "${FUSEBOX_SOURCE_DIR}"
      "${FUSEBOX_SOURCE_DIR}/src/*"
-     "${FUSEBOX_SOURCE_DIR}/include/*")
+     "${FUSEBOX_SOURCE_DIR}/include/*"
+     "${FUSEBOX_SOURCE_DIR}/apps/*")
 list(FILTER files INCLUDE REGEX "\\.(h|hh|hpp|cc|cpp|cxx|inc|ipp)$")
 list(SORT files)
 

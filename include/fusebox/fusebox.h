@@ -10,6 +10,7 @@
 #include "fusebox/bulkhead.h"         // IWYU pragma: export
 #include "fusebox/circuit_breaker.h"  // IWYU pragma: export
 #include "fusebox/clock.h"            // IWYU pragma: export
+#include "fusebox/config_names.h"     // IWYU pragma: export
 #include "fusebox/fallback.h"         // IWYU pragma: export
 #include "fusebox/pipeline.h"         // IWYU pragma: export
 #include "fusebox/rate_limiter.h"     // IWYU pragma: export

@@ -1,0 +1,326 @@
+#include "apps/fusebox/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "apps/fusebox/compare.h"
+#include "apps/fusebox/html.h"
+#include "apps/fusebox/narration.h"
+#include "apps/fusebox/replay.h"
+#include "apps/fusebox/scenario.h"
+#include "apps/fusebox/sim.h"
+#include "fusebox/config_names.h"
+
+#ifndef FUSEBOX_VERSION
+#define FUSEBOX_VERSION "unknown"
+#endif
+
+namespace fusebox::app {
+namespace {
+
+// Flags that describe a scenario, applied over a preset or a file.
+struct ScenarioFlags {
+  std::string preset;
+  std::string file;
+  std::optional<int> calls;
+  std::optional<std::string> interval, rate, timeout, latency;
+  std::optional<double> failure_probability;
+  std::optional<std::uint64_t> seed;
+  std::vector<std::string> outages, slowdowns, error_bursts, breaker;
+  bool no_breaker = false;
+
+  void Register(CLI::App& cmd) {
+    cmd.add_option("--calls", calls, "Number of calls (default 40)");
+    cmd.add_option("--interval", interval, "Time between calls, e.g. 1s, 250ms (default 1s)");
+    cmd.add_option("--rate", rate, "Calls per second, instead of --interval");
+    cmd.add_option("--timeout", timeout, "How long a call waits for an answer (default 3s)");
+    cmd.add_option("--latency", latency, "A healthy answer's latency (default 0)");
+    cmd.add_option("--failure-probability", failure_probability,
+                   "Probability that an answer is an error (default 0)");
+    cmd.add_option("--seed", seed, "Seed of the error draws (default 1)");
+    cmd.add_option("--outage", outages,
+                   "START:DURATION the dependency does not answer, e.g. 11s:15s; replaces the "
+                   "scenario's outages; repeatable");
+    cmd.add_option("--slowdown", slowdowns,
+                   "START:DURATION:LATENCY of added latency, e.g. 30s:5s:2s; repeatable");
+    cmd.add_option("--error-burst", error_bursts,
+                   "START:DURATION:PROBABILITY of errors, e.g. 5s:10s:0.5; repeatable");
+    cmd.add_flag("--no-breaker", no_breaker, "No circuit breaker at all");
+    cmd.add_option("-b,--breaker", breaker,
+                   "NAME=VALUE, a Resilience4j property (failureRateThreshold=30, "
+                   "waitDurationInOpenState=10s, ...); repeatable");
+  }
+
+  Result<Scenario> Build() const {
+    Result<Scenario> base = Status::InvalidArgument("unset");
+    if (!file.empty()) {
+      if (!preset.empty()) {
+        return Status::InvalidArgument("give a preset or --scenario FILE, not both");
+      }
+      base = LoadScenarioFile(file);
+    } else {
+      base = FindPreset(preset.empty() ? "default" : preset);
+    }
+    if (!base) return base.error();
+    Scenario s = std::move(*base);
+    auto duration = [](const std::string& flag, const std::string& text) -> Result<Duration> {
+      Result<Duration> d = ParseDuration(text);
+      if (!d) return Status::InvalidArgument(flag + ": " + std::string(d.error().message()));
+      return d;
+    };
+    bool custom = false;
+    if (calls) s.calls = *calls, custom = true;
+    if (interval && rate) return Status::InvalidArgument("give --interval or --rate, not both");
+    if (interval) {
+      Result<Duration> d = duration("--interval", *interval);
+      if (!d) return d.error();
+      s.interval = *d;
+      custom = true;
+    }
+    if (rate) {
+      double r = 0;
+      try {
+        std::size_t used = 0;
+        r = std::stod(*rate, &used);
+        if (used != rate->size()) r = 0;
+      } catch (const std::exception&) {
+        r = 0;
+      }
+      if (!(r > 0 && r <= 1e9)) {
+        return Status::InvalidArgument("--rate: calls per second must be > 0, got \"" + *rate +
+                                       "\"");
+      }
+      s.interval = Duration(static_cast<Duration::rep>(1e9 / r));
+      custom = true;
+    }
+    for (auto [flag, value, field] : {std::tuple{"--timeout", &timeout, &s.timeout},
+                                      std::tuple{"--latency", &latency, &s.latency}}) {
+      if (*value) {
+        Result<Duration> d = duration(flag, **value);
+        if (!d) return d.error();
+        *field = *d;
+        custom = true;
+      }
+    }
+    if (failure_probability) s.failure_probability = *failure_probability, custom = true;
+    if (seed) s.seed = *seed, custom = true;
+    if (!outages.empty()) {
+      s.outages.clear();
+      for (const std::string& o : outages) {
+        Result<TimeWindow> w = ParseWindowFlag(o);
+        if (!w) return Status::InvalidArgument("--outage " + std::string(w.error().message()));
+        s.outages.push_back(*w);
+      }
+      custom = true;
+    }
+    for (const std::string& o : slowdowns) {
+      Result<Slowdown> w = ParseSlowdownFlag(o);
+      if (!w) return Status::InvalidArgument("--slowdown " + std::string(w.error().message()));
+      s.slowdowns.push_back(*w);
+      custom = true;
+    }
+    for (const std::string& o : error_bursts) {
+      Result<ErrorBurst> w = ParseErrorBurstFlag(o);
+      if (!w) return Status::InvalidArgument("--error-burst " + std::string(w.error().message()));
+      s.error_bursts.push_back(*w);
+      custom = true;
+    }
+    if (no_breaker) s.breaker_enabled = false, custom = true;
+    for (const std::string& b : breaker) {
+      if (Status st = ApplyBreakerAssignment(s.breaker, b); !st.ok()) {
+        return Status::InvalidArgument("--breaker " + std::string(st.message()));
+      }
+      custom = true;
+    }
+    if (custom) {
+      // No longer the preset the description talks about.
+      s.name += " (modified)";
+      s.description_en.clear();
+      s.description_ko.clear();
+    }
+    if (Status st = s.Validate(); !st.ok()) return st;
+    return s;
+  }
+};
+
+int Fail(std::ostream& err, std::string_view command, const Status& s) {
+  err << "fusebox " << command << ": " << s.message() << '\n';
+  return 1;
+}
+
+int RunSim(const ScenarioFlags& flags, const std::string& lang_code, const std::string& format,
+           const std::string& html_path, std::ostream& out, std::ostream& err) {
+  Result<Language> lang = ParseLanguage(lang_code);
+  if (!lang) return Fail(err, "sim", lang.error());
+  Result<Scenario> scenario = flags.Build();
+  if (!scenario) return Fail(err, "sim", scenario.error());
+  Result<SimRun> run = Simulate(*scenario);
+  if (!run) return Fail(err, "sim", run.error());
+  if (format == "json") {
+    WriteSimJson(*run, out);
+  } else {
+    WriteNarration(*run, *lang, out);
+  }
+  if (!html_path.empty()) {
+    std::ofstream file(html_path, std::ios::binary | std::ios::trunc);
+    file << RenderHtml(*run, *lang);
+    if (!file.flush()) {
+      return Fail(err, "sim", Status::Unavailable("cannot write \"" + html_path + "\""));
+    }
+  }
+  return 0;
+}
+
+int RunReplay(const std::string& path, std::istream& in, std::ostream& out, std::ostream& err) {
+  std::ifstream file;
+  std::istream* source = &in;
+  if (!path.empty() && path != "-") {
+    file.open(path, std::ios::binary);
+    if (!file) {
+      return Fail(err, "replay", Status::InvalidArgument("cannot read \"" + path + "\""));
+    }
+    source = &file;
+  }
+  const std::string name = source == &in ? "<stdin>" : path;
+  if (Status s = ReplayTrace(*source, out, err); !s.ok()) {
+    return Fail(err, "replay", Status::InvalidArgument(name + ": " + std::string(s.message())));
+  }
+  return 0;
+}
+
+int RunCompare(const std::string& trace_path, const std::string& scenario_spec,
+               const std::vector<std::string>& configs, const std::string& format, std::istream& in,
+               std::ostream& out, std::ostream& err) {
+  if (!trace_path.empty() && !scenario_spec.empty()) {
+    return Fail(err, "compare", Status::InvalidArgument("give --trace or --scenario, not both"));
+  }
+  std::optional<Trace> trace;
+  std::optional<Scenario> scenario;
+  Candidate base;
+  std::string title;
+  if (!trace_path.empty()) {
+    std::ifstream file;
+    std::istream* source = &in;
+    if (trace_path != "-") {
+      file.open(trace_path, std::ios::binary);
+      if (!file) {
+        return Fail(err, "compare", Status::InvalidArgument("cannot read \"" + trace_path + "\""));
+      }
+      source = &file;
+    }
+    Result<Trace> read = ReadTrace(*source);
+    if (!read) {
+      return Fail(err, "compare",
+                  Status::InvalidArgument(trace_path + ": " + std::string(read.error().message())));
+    }
+    trace = std::move(*read);
+    base = Candidate{"trace", true, trace->config};
+    title = "fusebox compare: trace " + trace_path + " (" + std::to_string(trace->events.size()) +
+            " events)";
+  } else {
+    ScenarioFlags flags;
+    const std::string spec = scenario_spec.empty() ? "default" : scenario_spec;
+    (spec.ends_with(".yaml") || spec.ends_with(".yml") ? flags.file : flags.preset) = spec;
+    Result<Scenario> s = flags.Build();
+    if (!s) return Fail(err, "compare", s.error());
+    scenario = std::move(*s);
+    base = Candidate{scenario->name, scenario->breaker_enabled, scenario->breaker};
+    std::string outages;
+    for (const TimeWindow& w : scenario->outages) {
+      outages += (outages.empty() ? "" : ", ") + SecondsText(w.start) + " s + " +
+                 SecondsText(w.duration) + " s";
+    }
+    title = "fusebox compare: scenario " + scenario->name + " (" + std::to_string(scenario->calls) +
+            " calls, one every " + SecondsText(scenario->interval) + " s; dependency down " +
+            (outages.empty() ? "never" : outages) + ")";
+  }
+  std::vector<Candidate> candidates;
+  if (configs.empty()) {
+    candidates = PresetCandidates();
+  } else {
+    for (const std::string& spec : configs) {
+      Result<Candidate> c = ParseCandidate(spec, base);
+      if (!c) return Fail(err, "compare", c.error());
+      candidates.push_back(std::move(*c));
+    }
+  }
+  Result<std::vector<CompareRow>> rows =
+      trace ? CompareOnTrace(*trace, candidates) : CompareOnScenario(*scenario, candidates);
+  if (!rows) return Fail(err, "compare", rows.error());
+  if (format == "json") {
+    WriteCompareJson(*rows, out);
+  } else {
+    WriteCompareTable(title, *rows, out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
+               std::ostream& err) {
+  CLI::App app{
+      "fusebox: circuit breaker simulator, trace replay and what-if comparison, on the "
+      "real fusebox breaker and a manual clock"};
+  app.name("fusebox");
+  app.set_version_flag("--version", FUSEBOX_VERSION);
+  app.require_subcommand(1);
+
+  ScenarioFlags sim_flags;
+  std::string lang = "en", sim_format = "text", html_path;
+  CLI::App* sim = app.add_subcommand(
+      "sim",
+      "Simulate seed 004's order -> payment story (a preset or a custom scenario), narrated");
+  std::string preset_help = "Preset:";
+  for (std::string_view name : PresetNames()) preset_help += " " + std::string(name);
+  sim->add_option("preset", sim_flags.preset, preset_help + " (default: default)");
+  sim->add_option("-s,--scenario", sim_flags.file, "A YAML scenario file");
+  sim_flags.Register(*sim);
+  sim->add_option("--lang", lang, "Narration language: en or ko")
+      ->check(CLI::IsMember({"en", "ko"}));
+  sim->add_option("--format", sim_format, "text (narration) or json (one line per call)")
+      ->check(CLI::IsMember({"text", "json"}));
+  sim->add_option("--html", html_path, "Also write a self-contained HTML page with the timeline");
+
+  std::string trace_path;
+  CLI::App* replay = app.add_subcommand(
+      "replay", "Replay a JSON-lines trace of calls through a breaker, one decision per event");
+  replay->add_option("trace", trace_path, "The trace file; stdin when absent or -");
+
+  std::string compare_trace, compare_scenario, compare_format = "text";
+  std::vector<std::string> compare_configs;
+  CLI::App* compare = app.add_subcommand(
+      "compare", "Run one trace or scenario through several configurations, side by side");
+  compare->add_option("-t,--trace", compare_trace, "A JSON-lines trace (- for stdin)");
+  compare->add_option("-s,--scenario", compare_scenario,
+                      "A preset name or a YAML scenario file (default: default)");
+  compare->add_option("-c,--config", compare_configs,
+                      "A configuration: a preset name, a .yaml file, or [label:]name=value[,...] "
+                      "over the input's own; repeatable (default: the five presets)");
+  compare->add_option("--format", compare_format, "text (a table) or json (one line per config)")
+      ->check(CLI::IsMember({"text", "json"}));
+
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e, out, err);
+  }
+  if (sim->parsed()) return RunSim(sim_flags, lang, sim_format, html_path, out, err);
+  if (replay->parsed()) return RunReplay(trace_path, in, out, err);
+  if (compare->parsed()) {
+    return RunCompare(compare_trace, compare_scenario, compare_configs, compare_format, in, out,
+                      err);
+  }
+  return 1;
+}
+
+}  // namespace fusebox::app

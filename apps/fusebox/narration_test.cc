@@ -1,0 +1,147 @@
+// Golden tests of the narration: the default preset in Korean is seed 004's
+// page word for word; English says the same.
+#include "apps/fusebox/narration.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apps/fusebox/test_util.h"
+
+namespace fusebox::app {
+namespace {
+
+SimRun Simulated(const Scenario& s) {
+  Result<SimRun> run = Simulate(s);
+  EXPECT_TRUE(run.has_value()) << run.error();
+  return std::move(run).value();
+}
+
+TEST(Narration, DefaultPresetInKoreanIsTheSeedsTimeline) {
+  // testdata/seed004_default.ko.txt: the forty lines of the seed's
+  // "처음 설정으로 실행하면", copied verbatim.
+  const std::vector<std::string> seed =
+      testing::Lines(testing::ReadFile(testing::TestData("seed004_default.ko.txt")));
+  ASSERT_EQ(seed.size(), 40u);
+  const std::vector<std::string> lines =
+      NarrateCalls(Simulated(FindPreset("default").value()), Language::kKorean);
+  ASSERT_EQ(lines.size(), 40u);
+  for (std::size_t i = 0; i < seed.size(); ++i) EXPECT_EQ(lines[i], seed[i]) << "call " << i + 1;
+}
+
+TEST(Narration, DefaultPresetGolden) {
+  const SimRun run = Simulated(FindPreset("default").value());
+  for (const auto& [lang, file] : {std::pair{Language::kKorean, "default.ko.txt"},
+                                   std::pair{Language::kEnglish, "default.en.txt"}}) {
+    std::ostringstream out;
+    WriteNarration(run, lang, out);
+    EXPECT_EQ(out.str(), testing::ReadFile(testing::TestData(file))) << file;
+  }
+}
+
+TEST(Narration, EnglishKeyLines) {
+  const std::vector<std::string> en =
+      NarrateCalls(Simulated(FindPreset("default").value()), Language::kEnglish);
+  EXPECT_EQ(en[0], "1. 1 s: Payment service call succeeded.");
+  EXPECT_EQ(en[9],
+            "10. 10 s: Payment service call succeeded. Failure rate over the last 10 calls: 0%.");
+  EXPECT_EQ(en[14],
+            "15. 15 s: The payment service does not answer. The call waits 3 s and fails with a "
+            "timeout. A request thread was tied up all that time. Over the last 10 calls the "
+            "failure rate is 50%, at or above the 50% threshold. The circuit opens (OPEN). For "
+            "the next 5 s calls to the payment service are blocked.");
+  EXPECT_EQ(en[15],
+            "16. 16 s: The circuit is open (OPEN). The payment service is not called; the "
+            "fallback answers at once. No waiting.");
+  EXPECT_EQ(en[28],
+            "29. 29 s: Payment service call succeeded. The failure rate of the 3 trial calls is "
+            "0%, below the threshold. Recovered: back to normal (CLOSED).");
+}
+
+TEST(Narration, SummaryInBothLanguages) {
+  const SimRun run = Simulated(FindPreset("default").value());
+  const std::vector<std::string> ko = NarrateSummary(run, Language::kKorean);
+  EXPECT_EQ(ko[1],
+            "• 상태가 CLOSED → OPEN → HALF_OPEN → OPEN → HALF_OPEN → CLOSED 순으로 바뀌었습니다.");
+  EXPECT_EQ(ko[2], "• 성공 24번, 실패 8번, 차단 8번.");
+  EXPECT_EQ(ko[3],
+            "• 요청 스레드가 기다린 시간은 모두 24초입니다. 서킷 브레이커가 없었다면 "
+            "45초였습니다(21초 절약).");
+  const std::vector<std::string> en = NarrateSummary(run, Language::kEnglish);
+  EXPECT_EQ(en[4],
+            "- Calls sent to the payment service while it was down: 8; without a circuit "
+            "breaker, 15.");
+  const std::vector<std::string> none =
+      NarrateSummary(Simulated(FindPreset("no-breaker").value()), Language::kKorean);
+  EXPECT_EQ(none[1], "• 서킷 브레이커가 없어 모든 호출이 결제 서비스로 갔습니다.");
+  EXPECT_EQ(none[3], "• 요청 스레드가 기다린 시간은 모두 45초입니다.");
+  const std::vector<std::string> calm =
+      NarrateSummary(Simulated(FindPreset("short-outage").value()), Language::kKorean);
+  EXPECT_EQ(calm[1], "• 상태가 CLOSED에서 바뀌지 않았습니다.");
+}
+
+TEST(Narration, SlowCallsAndTimeBasedWindow) {
+  Scenario s = FindPreset("default").value();
+  s.outages.clear();
+  s.slowdowns = {Slowdown{TimeWindow{std::chrono::seconds(11), std::chrono::seconds(15)},
+                          std::chrono::seconds(2)}};
+  s.breaker.slow_call_duration_threshold = std::chrono::seconds(1);
+  s.breaker.slow_call_rate_threshold = 50;
+  s.breaker.sliding_window_type = SlidingWindowType::kTimeBased;
+  const std::vector<std::string> en = NarrateCalls(Simulated(s), Language::kEnglish);
+  EXPECT_EQ(en[10],
+            "11. 11 s: Payment service call succeeded in 2 s. It counts as a slow call (over 1 s). "
+            "Failure rate over the last 10 s: 0%, slow-call rate 10%.");
+  bool tripped = false;
+  for (const std::string& line : en) {
+    tripped = tripped || line.find("the slow-call rate is 50%, at or above the 50% threshold") !=
+                             std::string::npos;
+  }
+  EXPECT_TRUE(tripped);
+  const std::vector<std::string> ko = NarrateCalls(Simulated(s), Language::kKorean);
+  EXPECT_EQ(ko[10],
+            "11. 11초: 결제 서비스 호출 성공(2초 걸림). 1초를 넘긴 느린 호출로 셉니다. 최근 10초의 "
+            "실패율 "
+            "0%, 느린 호출 비율 10%.");
+}
+
+TEST(Narration, ErrorsAndAnyFailurePolicy) {
+  Scenario s = FindPreset("default").value();
+  s.outages.clear();
+  s.latency = std::chrono::milliseconds(200);
+  s.error_bursts = {
+      ErrorBurst{TimeWindow{std::chrono::seconds(11), std::chrono::seconds(10)}, 1.0}};
+  s.breaker.half_open_policy = HalfOpenPolicy::kAnyFailureReopens;
+  const std::vector<std::string> en = NarrateCalls(Simulated(s), Language::kEnglish);
+  EXPECT_EQ(en[10].rfind("11. 11 s: The payment service answers with an error after 0.2 s: the "
+                         "call fails.",
+                         0),
+            0u)
+      << en[10];
+  bool reopened = false;
+  for (const std::string& line : en) {
+    reopened = reopened || line.find("A trial call failed. Not recovered yet") != std::string::npos;
+  }
+  EXPECT_TRUE(reopened);
+}
+
+TEST(Narration, ParseLanguage) {
+  EXPECT_EQ(ParseLanguage("ko").value(), Language::kKorean);
+  EXPECT_EQ(ParseLanguage("en").value(), Language::kEnglish);
+  EXPECT_EQ(ParseLanguage("fr").error().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Narration, BreakerSettings) {
+  EXPECT_EQ(BreakerSettingsText(FindPreset("default").value()),
+            "slidingWindowSize=10 minimumNumberOfCalls=10 failureRateThreshold=50 "
+            "waitDurationInOpenState=5s permittedNumberOfCallsInHalfOpenState=3");
+  EXPECT_EQ(BreakerSettingsText(FindPreset("no-breaker").value()), "none");
+  Scenario s = FindPreset("default").value();
+  s.breaker.compatibility = Compatibility::kResilience4j;
+  EXPECT_NE(BreakerSettingsText(s).find("compatibility=resilience4j"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fusebox::app

@@ -1,0 +1,191 @@
+#include "apps/fusebox/replay.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+namespace fusebox::app {
+namespace {
+
+// Reads lines, counting them, skipping blank ones.
+class LineReader {
+ public:
+  explicit LineReader(std::istream& in) : in_(in) {}
+  bool Next(std::string& line) {
+    while (std::getline(in_, line)) {
+      ++number_;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!IsBlankLine(line)) return true;
+    }
+    return false;
+  }
+  int number() const { return number_; }
+
+ private:
+  std::istream& in_;
+  int number_ = 0;
+};
+
+}  // namespace
+
+Replayer::Replayer(std::unique_ptr<CircuitBreaker> breaker, std::shared_ptr<TransitionLog> log,
+                   Mode mode)
+    : mode_(mode), breaker_(std::move(breaker)), log_(std::move(log)) {}
+
+Result<std::unique_ptr<Replayer>> Replayer::Create(const CircuitBreakerConfig& config,
+                                                   bool breaker_enabled, Mode mode) {
+  // The clock must outlive the breaker: built first, handed over, and declared
+  // before breaker_ in the class so that it is destroyed after it.
+  auto clock = std::make_unique<StepClock>();
+  Result<std::unique_ptr<CircuitBreaker>> created =
+      CircuitBreaker::Create("replay", config, *clock);
+  if (!created) return created.error();
+  std::unique_ptr<CircuitBreaker> breaker = std::move(*created);
+  if (!breaker_enabled) breaker->Disable({.reason = "no breaker", .actor = "fusebox"});
+  auto log = std::make_shared<TransitionLog>(StepClock::kStart);
+  breaker->AddListener(log);
+  std::unique_ptr<Replayer> r(new Replayer(std::move(breaker), std::move(log), mode));
+  r->clock_ = std::move(clock);
+  return r;
+}
+
+Result<ReplayStep> Replayer::Apply(const TraceEvent& e) {
+  if (e.t_ms < last_t_ms_) {
+    return LineError(e.line, "t goes backwards: " + std::to_string(e.t_ms) + " after " +
+                                 std::to_string(last_t_ms_));
+  }
+  last_t_ms_ = e.t_ms;
+  ReplayStep step;
+  step.event = e;
+  clock_->AdvanceTo(StepClock::kStart + std::chrono::milliseconds(e.t_ms));
+  const Duration duration = std::chrono::milliseconds(e.duration_ms);
+
+  auto record = [&](Permit& permit) {
+    switch (e.outcome) {
+      case OutcomeKind::kSuccess:
+        permit.Success(duration);
+        break;
+      case OutcomeKind::kFailure:
+        permit.Failure(duration);
+        break;
+      case OutcomeKind::kIgnored:
+        permit.Ignore();
+        break;
+    }
+  };
+  auto acquire = [&]() -> Status {
+    if (auto held = pending_.find(e.call); held != pending_.end()) {
+      return LineError(e.line, "call \"" + e.call + "\" already holds a permit (acquired at line " +
+                                   std::to_string(held->second.line) + ")");
+    }
+    Result<Permit> permit = breaker_->TryAcquire();
+    step.permitted = permit.has_value();
+    if (!permit) {
+      rejected_[e.call] = e.line;
+      return Status();
+    }
+    rejected_.erase(e.call);
+    if (e.kind == TraceEventKind::kCall) {
+      record(*permit);
+    } else {
+      pending_.emplace(e.call, Held{std::move(*permit), e.line});
+    }
+    return Status();
+  };
+
+  switch (e.kind) {
+    case TraceEventKind::kTick:
+      break;
+    case TraceEventKind::kAcquire:
+    case TraceEventKind::kCall:
+      if (Status s = acquire(); !s.ok()) return s;
+      break;
+    case TraceEventKind::kComplete: {
+      auto held = pending_.find(e.call);
+      if (held != pending_.end()) {
+        record(held->second.permit);
+        pending_.erase(held);
+        break;
+      }
+      auto rejected = rejected_.find(e.call);
+      if (rejected == rejected_.end()) {
+        return LineError(e.line, "complete of unknown call \"" + e.call +
+                                     "\": no acquire for it holds a permit");
+      }
+      if (mode_ == Mode::kStrict) {
+        return LineError(e.line, "complete of call \"" + e.call +
+                                     "\", which was rejected at line " +
+                                     std::to_string(rejected->second) + " and holds no permit");
+      }
+      rejected_.erase(rejected);
+      step.skipped = true;
+      break;
+    }
+  }
+  step.transitions = log_->Take();
+  step.metrics = breaker_->metrics();
+  return step;
+}
+
+std::vector<std::string> Replayer::PendingCalls() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, held] : pending_) ids.push_back(id);
+  return ids;
+}
+
+Json ReplayStepJson(const ReplayStep& step) {
+  Json line;
+  line["t"] = step.event.t_ms;
+  if (step.event.kind != TraceEventKind::kTick) line["call"] = step.event.call;
+  if (step.permitted) line["permitted"] = *step.permitted;
+  line["state"] = StateName(step.metrics.state);
+  Json transitions = Json::array();
+  for (const Transition& t : step.transitions) transitions.push_back(TransitionLabel(t));
+  line["transitions"] = std::move(transitions);
+  line["failureRate"] = JsonFloat(step.metrics.failure_rate);
+  line["slowCallRate"] = JsonFloat(step.metrics.slow_call_rate);
+  return line;
+}
+
+Result<Trace> ReadTrace(std::istream& in) {
+  LineReader lines(in);
+  std::string line;
+  if (!lines.Next(line)) return LineError(lines.number() + 1, "empty trace: no config line");
+  Trace trace;
+  Result<CircuitBreakerConfig> config = ParseTraceConfigLine(line, lines.number());
+  if (!config) return config.error();
+  trace.config = std::move(*config);
+  while (lines.Next(line)) {
+    Result<TraceEvent> e = ParseTraceEventLine(line, lines.number());
+    if (!e) return e.error();
+    trace.events.push_back(std::move(*e));
+  }
+  return trace;
+}
+
+Status ReplayTrace(std::istream& in, std::ostream& out, std::ostream& notes) {
+  LineReader lines(in);
+  std::string line;
+  if (!lines.Next(line)) return LineError(lines.number() + 1, "empty trace: no config line");
+  Result<CircuitBreakerConfig> config = ParseTraceConfigLine(line, lines.number());
+  if (!config) return config.error();
+  Result<std::unique_ptr<Replayer>> replayer =
+      Replayer::Create(*config, /*breaker_enabled=*/true, Replayer::Mode::kStrict);
+  if (!replayer) return LineError(lines.number(), std::string(replayer.error().message()));
+  while (lines.Next(line)) {
+    Result<TraceEvent> e = ParseTraceEventLine(line, lines.number());
+    if (!e) return e.error();
+    Result<ReplayStep> step = (*replayer)->Apply(*e);
+    if (!step) return step.error();
+    out << ReplayStepJson(*step).dump() << '\n';
+  }
+  const std::vector<std::string> pending = (*replayer)->PendingCalls();
+  if (!pending.empty()) {
+    std::string ids;
+    for (const std::string& id : pending) ids += (ids.empty() ? "" : ", ") + id;
+    notes << "note: " << pending.size() << " call(s) acquired and never completed: " << ids << '\n';
+  }
+  return Status();
+}
+
+}  // namespace fusebox::app

@@ -1,0 +1,66 @@
+// apps/fusebox/trace.h: the JSON-lines trace that `fusebox replay` and
+// `fusebox compare` read, one line at a time.
+//
+//   {"config": {"slidingWindowSize": 10, "waitDurationInOpenState": "5s", ...}}
+//   {"t": 1000, "acquire": "c1"}
+//   {"t": 4000, "complete": "c1", "outcome": "failure", "durationMs": 3000}
+//   {"t": 5000, "call": "c2", "outcome": "success", "durationMs": 5}
+//   {"t": 6000, "tick": true}
+//
+// The first line holds the configuration in Resilience4j's names (through
+// fusebox/config_names.h, so "compatibility" too); every other line is one
+// event at `t` milliseconds of the ManualClock. Blank lines are skipped. These
+// parsers only read: they know nothing of breakers, so the fuzz target can
+// call them on anything.
+//
+// Thread-safe: pure functions.
+#ifndef FUSEBOX_APPS_FUSEBOX_TRACE_H_
+#define FUSEBOX_APPS_FUSEBOX_TRACE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "fusebox/circuit_breaker.h"
+#include "fusebox/result.h"
+
+namespace fusebox::app {
+
+enum class TraceEventKind : std::uint8_t { kAcquire, kComplete, kCall, kTick };
+
+// "acquire", "complete", "call", "tick".
+std::string_view TraceEventKindName(TraceEventKind kind);
+
+struct TraceEvent {
+  // 1-based line of the input.
+  int line = 0;
+  // Milliseconds of the ManualClock since the start of the trace (>= 0).
+  std::int64_t t_ms = 0;
+  TraceEventKind kind = TraceEventKind::kTick;
+  // The call's id (acquire, complete, call).
+  std::string call;
+  // complete and call only.
+  OutcomeKind outcome = OutcomeKind::kSuccess;
+  // complete and call only; decides slow or not. Default 0.
+  std::int64_t duration_ms = 0;
+};
+
+// kInvalidArgument "line <n>: <what>": how every trace error reads.
+Status LineError(int line_number, const std::string& what);
+
+// True for a line with nothing but spaces.
+bool IsBlankLine(std::string_view line);
+
+// Parses the first line, {"config": {...}}. Errors are kInvalidArgument
+// "line <n>: <what>", e.g. "line 1: config: slidingWindowSize: expected an
+// integer >= 1, got \"ten\"".
+Result<CircuitBreakerConfig> ParseTraceConfigLine(std::string_view line, int line_number);
+
+// Parses one event line. Errors are kInvalidArgument "line <n>: <what>":
+// broken JSON, not an object, an unknown field, no or several event kinds, a
+// missing or bad t, outcome or durationMs.
+Result<TraceEvent> ParseTraceEventLine(std::string_view line, int line_number);
+
+}  // namespace fusebox::app
+
+#endif  // FUSEBOX_APPS_FUSEBOX_TRACE_H_

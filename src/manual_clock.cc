@@ -10,7 +10,7 @@ ManualClock::ManualClock(Options options)
     : now_ns_(options.start.time_since_epoch().count()), auto_advance_(options.auto_advance) {}
 
 ManualClock::~ManualClock() {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(&mu_);
   assert(sleepers_.empty() && "ManualClock destroyed while threads sleep on it");
 }
 
@@ -25,21 +25,21 @@ void ManualClock::SleepUntil(TimePoint deadline) {
     if (deadline > Now()) Set(deadline);
     return;
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  internal::MutexLock lock(&mu_);
   const auto it = sleepers_.insert(deadline);
-  cv_.wait(lock, [&] { return Now() >= deadline; });
+  while (Now() < deadline) cv_.Wait(lock);
   sleepers_.erase(it);
 }
 
 TimerId ManualClock::ScheduleAt(TimePoint deadline, std::function<void()> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(&mu_);
   const TimerId id = next_id_++;
   timers_.emplace(std::make_pair(deadline, id), std::move(fn));
   return id;
 }
 
 bool ManualClock::Cancel(TimerId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(&mu_);
   for (auto it = timers_.begin(); it != timers_.end(); ++it) {
     if (it->first.second == id) {
       timers_.erase(it);
@@ -55,21 +55,21 @@ std::size_t ManualClock::Advance(Duration d) {
   {
     // Read and move under one lock, so that two threads advancing at once
     // add up instead of one overwriting the other with an earlier time.
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(&mu_);
     woken = MoveToLocked(Now() + (d > Duration::zero() ? d : Duration::zero()));
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return woken + RunDueTimers();
 }
 
 std::size_t ManualClock::Set(TimePoint t) {
   std::size_t woken = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(&mu_);
     assert(t >= Now() && "ManualClock cannot go back");
     woken = MoveToLocked(t);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return woken + RunDueTimers();
 }
 
@@ -86,7 +86,7 @@ std::size_t ManualClock::RunDueTimers() {
   for (;;) {
     std::function<void()> fn;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      internal::MutexLock lock(&mu_);
       if (timers_.empty() || timers_.begin()->first.first > Now()) break;
       fn = std::move(timers_.begin()->second);
       timers_.erase(timers_.begin());
@@ -103,12 +103,12 @@ std::size_t ManualClock::RunDueTimers() {
 }
 
 std::size_t ManualClock::PendingTimers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(&mu_);
   return timers_.size();
 }
 
 std::size_t ManualClock::Sleepers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(&mu_);
   return sleepers_.size();
 }
 

@@ -19,15 +19,15 @@
 #define FUSEBOX_TESTING_MANUAL_CLOCK_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <functional>
 #include <map>
 #include <set>
-#include <mutex>
 #include <utility>
 
 #include "fusebox/clock.h"
+#include "fusebox/internal/mutex.h"
+#include "fusebox/internal/thread_annotations.h"
 
 namespace fusebox::testing {
 
@@ -71,19 +71,19 @@ class ManualClock final : public Clock {
  private:
   std::size_t RunDueTimers();
   // Moves the time to `t` (if later); returns the sleepers it wakes. Needs mu_.
-  std::size_t MoveToLocked(TimePoint t);
+  std::size_t MoveToLocked(TimePoint t) FUSEBOX_REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable internal::Mutex mu_;
+  internal::CondVar cv_;
   // Written under mu_, read without it: Now() is on every hot path under test.
   std::atomic<Duration::rep> now_ns_;
   bool auto_advance_;
   // Deadlines of the threads blocked in SleepUntil.
-  std::multiset<TimePoint> sleepers_;
-  TimerId next_id_ = 1;
+  std::multiset<TimePoint> sleepers_ FUSEBOX_GUARDED_BY(mu_);
+  TimerId next_id_ FUSEBOX_GUARDED_BY(mu_) = 1;
   // Keyed by (deadline, id) so timers at the same deadline run in the order
   // they were scheduled.
-  std::map<std::pair<TimePoint, TimerId>, std::function<void()>> timers_;
+  std::map<std::pair<TimePoint, TimerId>, std::function<void()>> timers_ FUSEBOX_GUARDED_BY(mu_);
 };
 
 }  // namespace fusebox::testing

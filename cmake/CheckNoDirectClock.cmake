@@ -4,7 +4,7 @@
 #
 # Time must come from an injected fusebox::Clock (STYLE.md section 3): nothing
 # under src/ or include/ except src/clock.cc, which implements SystemClock(),
-# may read a std::chrono clock or sleep; the same holds under apps/ (the
+# may read a std::chrono clock or sleep; the same holds under apps/ and modules/ (the
 # `fusebox` command runs everything on a ManualClock). Fails, listing file:line, on any of
 #   steady_clock::now  system_clock::now  high_resolution_clock::now
 #   sleep_for(  sleep_until(              (std::this_thread)
@@ -31,7 +31,8 @@ string(JOIN "" forbidden_regex ${forbidden_regex})
 file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE "${FUSEBOX_SOURCE_DIR}"
      "${FUSEBOX_SOURCE_DIR}/src/*"
      "${FUSEBOX_SOURCE_DIR}/include/*"
-     "${FUSEBOX_SOURCE_DIR}/apps/*")
+     "${FUSEBOX_SOURCE_DIR}/apps/*"
+     "${FUSEBOX_SOURCE_DIR}/modules/*")
 list(FILTER files INCLUDE REGEX "\\.(h|hh|hpp|cc|cpp|cxx|inc|ipp)$")
 list(SORT files)
 

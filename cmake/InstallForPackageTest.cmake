@@ -36,8 +36,11 @@ if(DEFINED SOURCE_DIR)
   file(GLOB_RECURSE installed_headers LIST_DIRECTORIES false RELATIVE "${PREFIX}/include"
        "${PREFIX}/include/*")
   foreach(header IN LISTS installed_headers)
-    if(NOT EXISTS "${SOURCE_DIR}/include/${header}")
-      message(FATAL_ERROR "installed ${header}, which is not in ${SOURCE_DIR}/include")
+    # Core headers come from include/, a module's from modules/<name>/include/.
+    file(GLOB module_copies "${SOURCE_DIR}/modules/*/include/${header}")
+    if(NOT EXISTS "${SOURCE_DIR}/include/${header}" AND NOT module_copies)
+      message(FATAL_ERROR "installed ${header}, which is not in ${SOURCE_DIR}/include "
+                          "nor in ${SOURCE_DIR}/modules/*/include")
     endif()
   endforeach()
 endif()

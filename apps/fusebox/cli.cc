@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,9 @@
 #include <vector>
 
 #include "apps/fusebox/compare.h"
+#ifdef FUSEBOX_APP_WITH_META
+#include "apps/fusebox/classify.h"
+#endif
 #include "apps/fusebox/html.h"
 #include "apps/fusebox/narration.h"
 #include "apps/fusebox/replay.h"
@@ -178,22 +182,35 @@ int RunSim(const ScenarioFlags& flags, const std::string& lang_code, const std::
   return 0;
 }
 
-int RunReplay(const std::string& path, std::istream& in, std::ostream& out, std::ostream& err) {
+// Runs `run` over the file `path`, or over `in` when `path` is empty or "-";
+// an error is reported as "fusebox <command>: <file>: <message>".
+int RunOnInput(std::string_view command, const std::string& path, std::istream& in,
+               std::ostream& err, const std::function<Status(std::istream&)>& run) {
   std::ifstream file;
   std::istream* source = &in;
   if (!path.empty() && path != "-") {
     file.open(path, std::ios::binary);
-    if (!file) {
-      return Fail(err, "replay", Status::InvalidArgument("cannot read \"" + path + "\""));
-    }
+    if (!file) return Fail(err, command, Status::InvalidArgument("cannot read \"" + path + "\""));
     source = &file;
   }
   const std::string name = source == &in ? "<stdin>" : path;
-  if (Status s = ReplayTrace(*source, out, err); !s.ok()) {
-    return Fail(err, "replay", Status::InvalidArgument(name + ": " + std::string(s.message())));
+  if (Status s = run(*source); !s.ok()) {
+    return Fail(err, command, Status::InvalidArgument(name + ": " + std::string(s.message())));
   }
   return 0;
 }
+
+int RunReplay(const std::string& path, std::istream& in, std::ostream& out, std::ostream& err) {
+  return RunOnInput("replay", path, in, err,
+                    [&](std::istream& source) { return ReplayTrace(source, out, err); });
+}
+
+#ifdef FUSEBOX_APP_WITH_META
+int RunClassify(const std::string& path, std::istream& in, std::ostream& out, std::ostream& err) {
+  return RunOnInput("classify", path, in, err,
+                    [&](std::istream& source) { return ClassifyMetaResponses(source, out); });
+}
+#endif
 
 int RunCompare(const std::string& trace_path, const std::string& scenario_spec,
                const std::vector<std::string>& configs, const std::string& format, std::istream& in,
@@ -307,6 +324,18 @@ int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostr
   compare->add_option("--format", compare_format, "text (a table) or json (one line per config)")
       ->check(CLI::IsMember({"text", "json"}));
 
+#ifdef FUSEBOX_APP_WITH_META
+  std::string classify_provider, classify_path;
+  CLI::App* classify = app.add_subcommand(
+      "classify",
+      "Classify provider responses (one JSON object per line: status, headers, body) as "
+      "rate-limit, transient, authorization or invalid, with the deciding rule");
+  classify->add_option("--provider", classify_provider, "The provider's rules: meta")
+      ->required()
+      ->check(CLI::IsMember({"meta"}));
+  classify->add_option("responses", classify_path, "The JSON-lines file; stdin when absent or -");
+#endif
+
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
   try {
@@ -316,6 +345,9 @@ int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostr
   }
   if (sim->parsed()) return RunSim(sim_flags, lang, sim_format, html_path, out, err);
   if (replay->parsed()) return RunReplay(trace_path, in, out, err);
+#ifdef FUSEBOX_APP_WITH_META
+  if (classify->parsed()) return RunClassify(classify_path, in, out, err);
+#endif
   if (compare->parsed()) {
     return RunCompare(compare_trace, compare_scenario, compare_configs, compare_format, in, out,
                       err);

@@ -1,0 +1,202 @@
+// fusebox/meta/provider_call.h: seed 000's provider call contract: CONN_*
+// errors, circuit keys, and RunProviderCall() with its two circuits.
+//
+// Each key `provider:<provider>:<workload>:<subject>` (seed 000's
+// providerCircuitKey; workloads read / publish / reply / token-refresh kept
+// apart) has two breakers in a fusebox::Registry, nested as the seed does:
+//   <key>:transient  outside. Opens when, among the calls of the last 10 s,
+//                    at least 3 were made and more than 50 % failed
+//                    transiently (CONN_003, or an exception); stays open
+//                    30 s; one probe decides.
+//   <key>:quota      inside. Opens on the first rate-limit signal (CONN_008)
+//                    for its recovery time (recovery.h) through
+//                    fusebox::Outcome::OpenFor; one probe decides.
+// Authorization (CONN_009) and invalid (CONN_010) answers count as successes
+// in both (Meta answered; the quota is not exhausted) and reach the caller
+// unchanged. A rejected call never runs `fn`: the transient circuit rejects
+// with CONN_003, the quota circuit with CONN_008, both carrying the time left.
+//
+//   auto key = fusebox::meta::ProviderCircuitKey("instagram", Workload::kRead, account_id);
+//   fusebox::meta::ProviderResult<Posts> posts = fusebox::meta::RunProviderCall(
+//       *registry, *key, [&]() -> fusebox::meta::ProviderResult<Posts> {
+//         HttpReply reply = http.Get(url);               // token stays in here
+//         if (reply.status == 200) return ParsePosts(reply.body);
+//         return fusebox::meta::ProviderError::FromResponse(ToMetaResponse(reply));
+//       });
+//   if (!posts.has_value() && posts.error().code == ConnCode::kConn008RateLimit) {
+//     ReplyTooManyRequests(posts.error().retry_after);
+//   }
+//
+// Thread-safe: RunProviderCall may run concurrently on one registry and key.
+// ProviderError and ProviderResult are plain values (thread-compatible).
+#ifndef FUSEBOX_META_PROVIDER_CALL_H_
+#define FUSEBOX_META_PROVIDER_CALL_H_
+
+#include <cassert>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "fusebox/circuit_breaker.h"
+#include "fusebox/clock.h"
+#include "fusebox/meta/classify.h"
+#include "fusebox/meta/response.h"
+#include "fusebox/registry.h"
+#include "fusebox/result.h"
+#include "fusebox/status.h"
+
+namespace fusebox::meta {
+
+// Seed 000's error contract.
+enum class ConnCode : std::uint8_t {
+  // CONN_003: transient (network, 408, 5xx, or the transient circuit open).
+  // Do not retry at once; idempotent reads may back off with jitter.
+  kConn003Transient,
+  // CONN_008: rate limit (or the quota circuit open); exposed as HTTP 429
+  // with retry_after. Do not retry before it.
+  kConn008RateLimit,
+  // CONN_009: authorization; send the user to reconnect the account.
+  kConn009Authorization,
+  // CONN_010: invalid request; do not repeat it.
+  kConn010Invalid,
+};
+
+// "CONN_003", "CONN_008", "CONN_009", "CONN_010".
+std::string_view ConnCodeName(ConnCode code) noexcept;
+
+// The CONN_* code of a classification kind.
+ConnCode ConnCodeFor(Kind kind) noexcept;
+
+// A failed provider call, as the caller and the logs see it. Carries numbers
+// only: never the access token, client secret, OAuth code, message or body.
+struct ProviderError {
+  ConnCode code = ConnCode::kConn010Invalid;
+  // The HTTP status, or 0 when no response was received (circuit open).
+  int http_status = 0;
+  // Meta's error.code and error.error_subcode, when the body had them.
+  std::optional<std::int64_t> meta_code{};
+  std::optional<std::int64_t> meta_subcode{};
+  // CONN_008: how long to wait. Circuit rejections: the time left open.
+  std::optional<std::chrono::seconds> retry_after{};
+  // True when a circuit rejected the call and the provider was not called.
+  bool circuit_open = false;
+
+  // The error for `response` under `rules` (Classify()).
+  static ProviderError FromResponse(const Response& response, const Rules& rules = Rules{});
+
+  // The loggable one-line summary (redact.h's LogSummary).
+  std::string message() const;
+
+  friend bool operator==(const ProviderError&, const ProviderError&) = default;
+};
+
+// A value or a ProviderError, named as std::expected.
+template <typename T>
+class [[nodiscard]] ProviderResult {
+  static_assert(!std::is_same_v<std::remove_cv_t<T>, ProviderError>);
+
+ public:
+  using value_type = T;
+  ProviderResult(T value) : v_(std::in_place_index<0>, std::move(value)) {}              // NOLINT
+  ProviderResult(ProviderError error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
+
+  bool has_value() const noexcept { return v_.index() == 0; }
+  explicit operator bool() const noexcept { return has_value(); }
+  T& value() & { return assert(has_value()), std::get<0>(v_); }
+  const T& value() const& { return assert(has_value()), std::get<0>(v_); }
+  T&& value() && { return assert(has_value()), std::get<0>(std::move(v_)); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  const ProviderError& error() const { return assert(!has_value()), std::get<1>(v_); }
+
+ private:
+  std::variant<T, ProviderError> v_;
+};
+
+enum class Workload : std::uint8_t { kRead, kPublish, kReply, kTokenRefresh };
+
+// "read", "publish", "reply", "token-refresh".
+std::string_view WorkloadName(Workload workload) noexcept;
+
+// "provider:<provider>:<workload>:<subject>", e.g.
+// "provider:instagram:read:17841400008460056". kInvalidArgument when provider
+// or subject is empty, or provider contains ':'.
+Result<std::string> ProviderCircuitKey(std::string_view provider, Workload workload,
+                                       std::string_view subject);
+
+// The registry templates RunProviderCall uses.
+inline constexpr std::string_view kTransientConfigName = "meta.provider.transient";
+inline constexpr std::string_view kQuotaConfigName = "meta.provider.quota";
+
+// Seed 000's transient circuit: TIME_BASED 10 s window (Opossum's rolling
+// window), at least 3 calls, failure rate "more than 50 %", 30 s open, one
+// probe whose failure reopens.
+CircuitBreakerConfig TransientCircuitConfig();
+// Seed 000's quota circuit: opened by OpenFor hints (the recovery time, 120 s
+// when Meta gave none), for exactly that long; one probe decides.
+CircuitBreakerConfig QuotaCircuitConfig();
+
+// Adds both templates to `registry` (replacing them). RunProviderCall adds
+// each itself when missing; to change one, add it before the first call.
+Status AddProviderCircuitConfigs(Registry& registry);
+
+namespace internal {
+
+struct ProviderCircuits {
+  std::shared_ptr<CircuitBreaker> transient;
+  std::shared_ptr<CircuitBreaker> quota;
+};
+// The two breakers of `key` (adding the templates when missing).
+ProviderCircuits GetProviderCircuits(Registry& registry, std::string_view key);
+// The error for a rejection by `circuit` (CONN_003 or CONN_008).
+ProviderError RejectionError(ConnCode code, const Status& rejection, Clock& clock);
+// What an error means to each circuit.
+Outcome TransientOutcome(const ProviderError* error, Duration elapsed);
+Outcome QuotaOutcome(const ProviderError* error, Duration elapsed);
+
+}  // namespace internal
+
+// Runs `fn` (returning ProviderResult<T>) under the two circuits of `key`, as
+// seed 000's runProviderCall: transient outside, quota inside. Returns what
+// `fn` returned, unchanged, or a circuit's rejection (circuit_open == true;
+// `fn` not called). An exception from `fn` counts as a transient failure and
+// propagates unchanged. `key` must not be empty.
+template <typename F>
+auto RunProviderCall(Registry& registry, std::string_view key, F&& fn) -> std::invoke_result_t<F&> {
+  using R = std::invoke_result_t<F&>;
+  assert(!key.empty() && "RunProviderCall needs a key (ProviderCircuitKey)");
+  internal::ProviderCircuits circuits = internal::GetProviderCircuits(registry, key);
+  Clock& clock = registry.clock();
+  Result<Permit> outer = circuits.transient->TryAcquire();
+  if (!outer) return internal::RejectionError(ConnCode::kConn003Transient, outer.error(), clock);
+  Result<Permit> inner = circuits.quota->TryAcquire();
+  if (!inner) {
+    // Meta was not called: nothing to say about transient failures.
+    outer->Ignore();
+    return internal::RejectionError(ConnCode::kConn008RateLimit, inner.error(), clock);
+  }
+  const TimePoint start = clock.Now();
+  try {
+    R r = fn();
+    const Duration elapsed = clock.Now() - start;
+    const ProviderError* error = r.has_value() ? nullptr : &r.error();
+    inner->Record(internal::QuotaOutcome(error, elapsed));
+    outer->Record(internal::TransientOutcome(error, elapsed));
+    return r;
+  } catch (...) {
+    const Duration elapsed = clock.Now() - start;
+    inner->Record(Outcome::Ignored(elapsed));
+    outer->Record(Outcome::Failure(elapsed));
+    throw;
+  }
+}
+
+}  // namespace fusebox::meta
+
+#endif  // FUSEBOX_META_PROVIDER_CALL_H_

@@ -1,0 +1,226 @@
+#include "fusebox/meta/provider_call.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "fusebox/testing/manual_clock.h"
+
+namespace fusebox::meta {
+namespace {
+
+using std::chrono::seconds;
+
+// A fake provider: each call returns the next scripted answer and counts.
+class ProviderCallTest : public ::testing::Test {
+ protected:
+  ProviderCallTest() {
+    RegistryOptions o;
+    o.clock = &clock_;
+    registry_ = std::move(*Registry::Create(std::move(o)));
+    key_ = *ProviderCircuitKey("instagram", Workload::kRead, "17841400008460056");
+  }
+
+  ProviderResult<std::string> Call(const ProviderResult<std::string>& answer,
+                                   const std::string& key = {}) {
+    return RunProviderCall(*registry_, key.empty() ? key_ : key,
+                           [&]() -> ProviderResult<std::string> {
+                             ++calls_;
+                             return answer;
+                           });
+  }
+
+  static ProviderError Err(ConnCode code, int status, std::optional<seconds> retry = {}) {
+    return ProviderError{.code = code, .http_status = status, .retry_after = retry};
+  }
+
+  State StateOf(const std::string& suffix) { return registry_->Find(key_ + ":" + suffix)->state(); }
+
+  testing::ManualClock clock_;
+  std::unique_ptr<Registry> registry_;
+  std::string key_;
+  int calls_ = 0;
+};
+
+TEST_F(ProviderCallTest, KeysFollowSeed000) {
+  EXPECT_EQ(key_, "provider:instagram:read:17841400008460056");
+  EXPECT_EQ(*ProviderCircuitKey("threads", Workload::kTokenRefresh, "9"),
+            "provider:threads:token-refresh:9");
+  EXPECT_EQ(WorkloadName(Workload::kPublish), "publish");
+  EXPECT_EQ(WorkloadName(Workload::kReply), "reply");
+  EXPECT_EQ(ProviderCircuitKey("", Workload::kRead, "1").error().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ProviderCircuitKey("a:b", Workload::kRead, "1").error().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ProviderCircuitKey("meta", Workload::kRead, "").error().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(ProviderCallTest, QuotaOpensOnFirstRateLimitForTheRecoveryTime) {
+  ProviderResult<std::string> r = Call(Err(ConnCode::kConn008RateLimit, 429, seconds(90)));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_FALSE(r.error().circuit_open);  // the provider's own answer
+  EXPECT_EQ(calls_, 1);
+  EXPECT_EQ(StateOf("quota"), State::kOpen);
+  EXPECT_EQ(StateOf("transient"), State::kClosed);
+
+  clock_.Advance(seconds(90) - Duration(1));
+  r = Call(std::string("posts"));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ConnCode::kConn008RateLimit);
+  EXPECT_TRUE(r.error().circuit_open);
+  EXPECT_EQ(r.error().retry_after, seconds(1));
+  EXPECT_EQ(calls_, 1);  // not called
+
+  clock_.Advance(Duration(2));
+  r = Call(std::string("posts"));  // the probe
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, "posts");
+  EXPECT_EQ(calls_, 2);
+  EXPECT_EQ(StateOf("quota"), State::kClosed);
+}
+
+TEST_F(ProviderCallTest, QuotaUsesDefault120sWithoutRetryAfter) {
+  (void)Call(Err(ConnCode::kConn008RateLimit, 400));
+  ProviderResult<std::string> r = Call(std::string("x"));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().retry_after, seconds(120));
+}
+
+TEST_F(ProviderCallTest, QuotaProbeRateLimitedAgainReopens) {
+  (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(10)));
+  clock_.Advance(seconds(11));
+  (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(40)));
+  EXPECT_EQ(calls_, 2);
+  ProviderResult<std::string> r = Call(std::string("x"));
+  EXPECT_EQ(r.error().retry_after, seconds(40));
+  EXPECT_EQ(calls_, 2);
+}
+
+// "More than 50 %" on at least 3 calls: the threshold is the float just above
+// 50 (TransientCircuitConfig), because the breaker trips at >= threshold.
+TEST_F(ProviderCallTest, TransientOneOfTwoNeverReachesMinimumCalls) {
+  (void)Call(Err(ConnCode::kConn003Transient, 503));
+  (void)Call(std::string("ok"));
+  EXPECT_EQ(StateOf("transient"), State::kClosed);
+}
+
+TEST_F(ProviderCallTest, TransientTwoOfThreeTrips) {
+  (void)Call(Err(ConnCode::kConn003Transient, 503));
+  (void)Call(std::string("ok"));
+  EXPECT_EQ(StateOf("transient"), State::kClosed);
+  (void)Call(Err(ConnCode::kConn003Transient, 502));  // 2 of 3 = 66.7 %
+  EXPECT_EQ(StateOf("transient"), State::kOpen);
+  EXPECT_EQ(StateOf("quota"), State::kClosed);  // never mixed
+  ProviderResult<std::string> r = Call(std::string("x"));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ConnCode::kConn003Transient);
+  EXPECT_TRUE(r.error().circuit_open);
+  EXPECT_EQ(r.error().retry_after, seconds(30));
+  EXPECT_EQ(calls_, 3);
+  // Open 30 s, then one probe closes it.
+  clock_.Advance(seconds(30) - Duration(1));
+  EXPECT_FALSE(Call(std::string("x")).has_value());
+  EXPECT_EQ(calls_, 3);
+  clock_.Advance(Duration(2));
+  EXPECT_TRUE(Call(std::string("x")).has_value());
+  EXPECT_EQ(calls_, 4);
+  EXPECT_EQ(StateOf("transient"), State::kClosed);
+}
+
+TEST_F(ProviderCallTest, TransientExactlyHalfDoesNotTrip) {
+  (void)Call(std::string("ok"));
+  (void)Call(Err(ConnCode::kConn003Transient, 500));
+  (void)Call(std::string("ok"));
+  (void)Call(Err(ConnCode::kConn003Transient, 500));  // 2 of 4 = 50 %
+  EXPECT_EQ(StateOf("transient"), State::kClosed);
+  (void)Call(Err(ConnCode::kConn003Transient, 500));  // 3 of 5 = 60 %
+  EXPECT_EQ(StateOf("transient"), State::kOpen);
+}
+
+TEST_F(ProviderCallTest, TransientThresholdIsTheFloatAbove50) {
+  const CircuitBreakerConfig c = TransientCircuitConfig();
+  EXPECT_GT(c.failure_rate_threshold, 50.0f);
+  EXPECT_LT(c.failure_rate_threshold, 50.001f);
+  EXPECT_EQ(c.minimum_number_of_calls, 3);
+  EXPECT_EQ(c.wait_duration_in_open_state, seconds(30));
+  EXPECT_TRUE(c.Validate().ok());
+  EXPECT_TRUE(QuotaCircuitConfig().Validate().ok());
+}
+
+TEST_F(ProviderCallTest, AuthorizationAndInvalidNeverTripAndReachTheCallerUnchanged) {
+  const ProviderError auth{.code = ConnCode::kConn009Authorization,
+                           .http_status = 400,
+                           .meta_code = 190,
+                           .meta_subcode = 463};
+  const ProviderError invalid{
+      .code = ConnCode::kConn010Invalid, .http_status = 400, .meta_code = 100};
+  for (int i = 0; i < 20; ++i) {
+    ProviderResult<std::string> r = Call(i % 2 ? auth : invalid);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error(), i % 2 ? auth : invalid);
+  }
+  EXPECT_EQ(calls_, 20);
+  EXPECT_EQ(StateOf("transient"), State::kClosed);
+  EXPECT_EQ(StateOf("quota"), State::kClosed);
+}
+
+TEST_F(ProviderCallTest, WorkloadsAndSubjectsAreKeptApart) {
+  (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(60)));
+  const std::string publish =
+      *ProviderCircuitKey("instagram", Workload::kPublish, "17841400008460056");
+  const std::string other = *ProviderCircuitKey("instagram", Workload::kRead, "other");
+  EXPECT_TRUE(Call(std::string("p"), publish).has_value());
+  EXPECT_TRUE(Call(std::string("o"), other).has_value());
+  EXPECT_FALSE(Call(std::string("r")).has_value());
+  EXPECT_EQ(calls_, 3);
+}
+
+TEST_F(ProviderCallTest, ExceptionIsATransientFailureAndPropagates) {
+  auto boom = [&]() -> ProviderResult<int> {
+    ++calls_;
+    throw std::runtime_error("network down");
+  };
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THROW((void)RunProviderCall(*registry_, key_, boom), std::runtime_error);
+  }
+  EXPECT_EQ(StateOf("transient"), State::kOpen);
+  EXPECT_EQ(StateOf("quota"), State::kClosed);
+  EXPECT_EQ(calls_, 3);
+}
+
+TEST_F(ProviderCallTest, FromResponseMapsEachClass) {
+  auto from = [](Response r) { return ProviderError::FromResponse(r); };
+  const ProviderError rl = from({.status = 429, .headers = {{"Retry-After", "30"}}});
+  EXPECT_EQ(rl.code, ConnCode::kConn008RateLimit);
+  EXPECT_EQ(rl.retry_after, seconds(30));
+  EXPECT_EQ(from({.status = 503}).code, ConnCode::kConn003Transient);
+  EXPECT_EQ(from({.status = 503}).retry_after, std::nullopt);
+  const ProviderError auth =
+      from({.status = 400, .body = R"({"error":{"code":190,"error_subcode":463}})"});
+  EXPECT_EQ(auth.code, ConnCode::kConn009Authorization);
+  EXPECT_EQ(auth.meta_code, 190);
+  EXPECT_EQ(auth.meta_subcode, 463);
+  EXPECT_EQ(from({.status = 400}).code, ConnCode::kConn010Invalid);
+  EXPECT_EQ(ConnCodeName(ConnCode::kConn003Transient), "CONN_003");
+  EXPECT_EQ(ConnCodeName(ConnCode::kConn008RateLimit), "CONN_008");
+  EXPECT_EQ(ConnCodeName(ConnCode::kConn009Authorization), "CONN_009");
+  EXPECT_EQ(ConnCodeName(ConnCode::kConn010Invalid), "CONN_010");
+}
+
+TEST_F(ProviderCallTest, CustomTemplatesAreKept) {
+  CircuitBreakerConfig quota = QuotaCircuitConfig();
+  quota.wait_duration_in_open_state = seconds(7);
+  // Only the quota template is custom; the transient one is added on first use.
+  ASSERT_TRUE(registry_->AddConfig(std::string(kQuotaConfigName), quota).ok());
+  (void)Call(std::string("x"));
+  EXPECT_EQ(registry_->Find(key_ + ":quota")->config().wait_duration_in_open_state, seconds(7));
+  EXPECT_EQ(registry_->Find(key_ + ":transient")->config().wait_duration_in_open_state,
+            seconds(30));
+  ASSERT_TRUE(AddProviderCircuitConfigs(*registry_).ok());
+}
+
+}  // namespace
+}  // namespace fusebox::meta

@@ -1,0 +1,189 @@
+#include "fusebox/meta/recovery.h"
+
+#include <array>
+#include <cmath>
+
+#include "src/json.h"
+
+namespace fusebox::meta {
+namespace {
+
+using std::chrono::seconds;
+using std::chrono::sys_seconds;
+
+std::string_view TrimOws(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Reads fixed pieces of an HTTP-date from left to right.
+class Cursor {
+ public:
+  explicit Cursor(std::string_view s) : s_(s) {}
+  bool done() const { return s_.empty(); }
+  bool Lit(std::string_view w) {
+    if (s_.substr(0, w.size()) != w) return false;
+    s_.remove_prefix(w.size());
+    return true;
+  }
+  // Exactly n digits.
+  bool Num(int n, int& out) {
+    if (s_.size() < static_cast<std::size_t>(n)) return false;
+    out = 0;
+    for (int i = 0; i < n; ++i) {
+      const char c = s_[static_cast<std::size_t>(i)];
+      if (c < '0' || c > '9') return false;
+      out = out * 10 + (c - '0');
+    }
+    s_.remove_prefix(static_cast<std::size_t>(n));
+    return true;
+  }
+  // One of `names`; returns its index or -1.
+  template <std::size_t N>
+  int OneOf(const std::array<std::string_view, N>& names) {
+    for (std::size_t i = 0; i < N; ++i) {
+      if (Lit(names[i])) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+ private:
+  std::string_view s_;
+};
+
+constexpr std::array<std::string_view, 7> kDays = {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
+constexpr std::array<std::string_view, 7> kLongDays = {
+    "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"};
+constexpr std::array<std::string_view, 12> kMonths = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+
+bool TimeOfDay(Cursor& c, int& h, int& m, int& s) {
+  return c.Num(2, h) && c.Lit(":") && c.Num(2, m) && c.Lit(":") && c.Num(2, s);
+}
+
+std::optional<sys_seconds> Make(int year, int month, int day, int h, int m, int s) {
+  if (h > 23 || m > 59 || s > 60) return std::nullopt;
+  const std::chrono::year_month_day ymd{std::chrono::year(year),
+                                        std::chrono::month(static_cast<unsigned>(month)),
+                                        std::chrono::day(static_cast<unsigned>(day))};
+  if (!ymd.ok()) return std::nullopt;
+  return sys_seconds(std::chrono::sys_days(ymd)) + std::chrono::hours(h) + std::chrono::minutes(m) +
+         seconds(s);
+}
+
+seconds Saturate(double secs, seconds max_wait) {
+  if (!(secs < static_cast<double>(max_wait.count()))) return max_wait;
+  return seconds(static_cast<seconds::rep>(secs));
+}
+
+}  // namespace
+
+std::string_view RecoverySourceName(RecoverySource source) noexcept {
+  switch (source) {
+    case RecoverySource::kRetryAfter:
+      return "Retry-After";
+    case RecoverySource::kBusinessUseCaseUsage:
+      return "X-Business-Use-Case-Usage";
+    case RecoverySource::kDefault:
+      return "default";
+  }
+  return "default";
+}
+
+std::optional<sys_seconds> ParseHttpDate(std::string_view text) {
+  int day = 0, year = 0, h = 0, m = 0, s = 0, month = -1;
+  {
+    // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT".
+    Cursor c(text);
+    if (c.OneOf(kDays) >= 0 && c.Lit(", ") && c.Num(2, day) && c.Lit(" ") &&
+        (month = c.OneOf(kMonths)) >= 0 && c.Lit(" ") && c.Num(4, year) && c.Lit(" ") &&
+        TimeOfDay(c, h, m, s) && c.Lit(" GMT") && c.done()) {
+      return Make(year, month + 1, day, h, m, s);
+    }
+  }
+  {
+    // RFC 850: "Sunday, 06-Nov-94 08:49:37 GMT".
+    Cursor c(text);
+    if (c.OneOf(kLongDays) >= 0 && c.Lit(", ") && c.Num(2, day) && c.Lit("-") &&
+        (month = c.OneOf(kMonths)) >= 0 && c.Lit("-") && c.Num(2, year) && c.Lit(" ") &&
+        TimeOfDay(c, h, m, s) && c.Lit(" GMT") && c.done()) {
+      return Make(year < 70 ? 2000 + year : 1900 + year, month + 1, day, h, m, s);
+    }
+  }
+  {
+    // asctime: "Sun Nov  6 08:49:37 1994".
+    Cursor c(text);
+    if (c.OneOf(kDays) >= 0 && c.Lit(" ") && (month = c.OneOf(kMonths)) >= 0 && c.Lit(" ") &&
+        ((c.Lit(" ") && c.Num(1, day)) || c.Num(2, day)) && c.Lit(" ") && TimeOfDay(c, h, m, s) &&
+        c.Lit(" ") && c.Num(4, year) && c.done()) {
+      return Make(year, month + 1, day, h, m, s);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<seconds> ParseRetryAfter(std::string_view value, std::optional<sys_seconds> reference,
+                                       seconds max_wait) {
+  value = TrimOws(value);
+  if (value.empty()) return std::nullopt;
+  if (value.find_first_not_of("0123456789") == std::string_view::npos) {
+    // delta-seconds, saturating: any number of digits.
+    seconds::rep v = 0;
+    for (const char c : value) {
+      v = v * 10 + (c - '0');
+      if (v >= max_wait.count()) return max_wait;
+    }
+    if (v <= 0) return std::nullopt;
+    return seconds(v);
+  }
+  const std::optional<sys_seconds> date = ParseHttpDate(value);
+  if (!date || !reference) return std::nullopt;
+  // Both are whole seconds, so ceil(date - reference) is the difference.
+  const seconds delta = *date - *reference;
+  if (delta <= seconds::zero()) return std::nullopt;
+  return std::min(delta, max_wait);
+}
+
+std::optional<seconds> ParseBusinessUseCaseUsage(std::string_view value, seconds max_wait) {
+  const std::optional<internal::JsonValue> doc = internal::ParseJson(value);
+  if (!doc || !doc->is_object()) return std::nullopt;
+  std::optional<seconds> best;
+  for (const auto& [id, entries] : doc->members) {  // duplicate ids included
+    if (!entries.is_array()) continue;
+    for (const internal::JsonValue& entry : entries.array) {
+      if (!entry.is_object()) continue;
+      // Every occurrence of the field counts (the maximum is kept anyway).
+      for (const auto& [name, eta] : entry.members) {
+        if (name != "estimated_time_to_regain_access" || !eta.is_number()) continue;
+        if (!(eta.number > 0)) continue;  // <= 0: absent
+        const seconds s = Saturate(std::ceil(eta.number * 60.0), max_wait);
+        if (s <= seconds::zero()) continue;
+        if (!best || s > *best) best = s;
+      }
+    }
+  }
+  return best;
+}
+
+Recovery RecoveryTime(const Response& response, const RecoveryOptions& options) {
+  std::optional<sys_seconds> reference = options.now;
+  if (std::optional<std::string_view> date = response.Header("Date")) {
+    if (std::optional<sys_seconds> d = ParseHttpDate(TrimOws(*date))) reference = d;
+  }
+  std::optional<seconds> retry_after;
+  if (std::optional<std::string_view> v = response.Header("Retry-After")) {
+    retry_after = ParseRetryAfter(*v, reference, options.max_wait);
+  }
+  std::optional<seconds> buc;
+  if (std::optional<std::string_view> v = response.Header("X-Business-Use-Case-Usage")) {
+    buc = ParseBusinessUseCaseUsage(*v, options.max_wait);
+  }
+  if (retry_after && (!buc || *retry_after >= *buc)) {
+    return {*retry_after, RecoverySource::kRetryAfter};
+  }
+  if (buc) return {*buc, RecoverySource::kBusinessUseCaseUsage};
+  return {options.default_wait, RecoverySource::kDefault};
+}
+
+}  // namespace fusebox::meta

@@ -118,8 +118,8 @@ class SteadyClock final : public Clock {
 Clock& SystemClock() {
   // Never destroyed (leveldb's NoDestructor idiom): usable during static
   // destruction, and no exit-time race with the timer thread.
-  static SteadyClock* const clock = new SteadyClock;
-  return *clock;
+  static SteadyClock* const kClock = new SteadyClock;
+  return *kClock;
 }
 
 }  // namespace fusebox

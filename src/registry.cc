@@ -20,7 +20,7 @@ constexpr std::size_t kShards = 16;
 // Transparent hashing so that a hit looks up a string_view without building a
 // std::string.
 struct KeyHash {
-  using is_transparent = void;
+  using is_transparent = void;  // NOLINT(readability-identifier-naming): the standard's name.
   std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
 

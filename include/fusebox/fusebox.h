@@ -17,6 +17,8 @@
 #include "fusebox/registry.h"         // IWYU pragma: export
 #include "fusebox/result.h"           // IWYU pragma: export
 #include "fusebox/retry.h"            // IWYU pragma: export
+#include "fusebox/snapshot_store.h"   // IWYU pragma: export
+#include "fusebox/stale_cache.h"      // IWYU pragma: export
 #include "fusebox/status.h"           // IWYU pragma: export
 #include "fusebox/timeout.h"          // IWYU pragma: export
 

@@ -40,15 +40,17 @@ class AllocScope {
 
 CircuitBreaker& Shared(SlidingWindowType type) {
   static CircuitBreaker* count_based = [] {
-    return CircuitBreaker::Create("bench-count", {.sliding_window_type = SlidingWindowType::kCountBased,
-                                                  .sliding_window_size = 100,
-                                                  .minimum_number_of_calls = 100})
+    return CircuitBreaker::Create("bench-count",
+                                  {.sliding_window_type = SlidingWindowType::kCountBased,
+                                   .sliding_window_size = 100,
+                                   .minimum_number_of_calls = 100})
         ->release();
   }();
   static CircuitBreaker* time_based = [] {
-    return CircuitBreaker::Create("bench-time", {.sliding_window_type = SlidingWindowType::kTimeBased,
-                                                 .sliding_window_size = 10,
-                                                 .minimum_number_of_calls = 100})
+    return CircuitBreaker::Create("bench-time",
+                                  {.sliding_window_type = SlidingWindowType::kTimeBased,
+                                   .sliding_window_size = 10,
+                                   .minimum_number_of_calls = 100})
         ->release();
   }();
   return type == SlidingWindowType::kCountBased ? *count_based : *time_based;
@@ -90,10 +92,11 @@ BENCHMARK(BM_Closed_AcquireSuccess_TimeBased10s)->Threads(1)->Threads(2)->UseRea
 // 10 % failures: the window always holds failures, so every outcome takes the
 // locked path. Thresholds high enough never to trip.
 void BM_Closed_TenPercentFailures_CountBased100(benchmark::State& state) {
-  static CircuitBreaker* cb = CircuitBreaker::Create("bench-failing", {.failure_rate_threshold = 100,
-                                                                       .sliding_window_size = 100,
-                                                                       .minimum_number_of_calls = 100})
-                                  ->release();
+  static CircuitBreaker* cb =
+      CircuitBreaker::Create("bench-failing", {.failure_rate_threshold = 100,
+                                               .sliding_window_size = 100,
+                                               .minimum_number_of_calls = 100})
+          ->release();
   std::uint32_t n = static_cast<std::uint32_t>(state.thread_index());
   for (int i = 0; i < 20; ++i) cb->TryAcquire()->Success(milliseconds(1));  // Warm-up.
   AllocScope allocs(state);
@@ -113,7 +116,8 @@ BENCHMARK(BM_Closed_TenPercentFailures_CountBased100)->Threads(1)->Threads(2)->U
 // A rejected TryAcquire in OPEN.
 void BM_Open_Reject(benchmark::State& state) {
   static CircuitBreaker* cb = [] {
-    CircuitBreaker* b = CircuitBreaker::Create("bench-open", {.wait_duration_in_open_state = std::chrono::hours(24)})
+    CircuitBreaker* b = CircuitBreaker::Create(
+                            "bench-open", {.wait_duration_in_open_state = std::chrono::hours(24)})
                             ->release();
     b->TransitionToOpen();
     return b;

@@ -26,8 +26,8 @@ void BM_Registry_Hit(benchmark::State& state) {
   Registry& registry = SharedRegistry();
   std::vector<std::string> keys;
   for (int i = 0; i < 64; ++i) {
-    keys.push_back("meta:read:" + std::to_string(17841400000000000LL + i * 13 + state.thread_index()) +
-                   ":quota");
+    keys.push_back("meta:read:" +
+                   std::to_string(17841400000000000LL + i * 13 + state.thread_index()) + ":quota");
   }
   std::size_t i = 0;
   const std::uint64_t allocs_before = bench::Allocations();
@@ -35,8 +35,9 @@ void BM_Registry_Hit(benchmark::State& state) {
     Result<std::shared_ptr<CircuitBreaker>> b = registry.Get(keys[i++ & 63]);
     benchmark::DoNotOptimize(b);
   }
-  state.counters["allocs_per_call"] = benchmark::Counter(
-      static_cast<double>(bench::Allocations() - allocs_before) / static_cast<double>(state.iterations()));
+  state.counters["allocs_per_call"] =
+      benchmark::Counter(static_cast<double>(bench::Allocations() - allocs_before) /
+                         static_cast<double>(state.iterations()));
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Registry_Hit)->Threads(1)->Threads(2)->UseRealTime();

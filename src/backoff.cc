@@ -16,8 +16,8 @@ class Uniform {
  public:
   explicit Uniform(std::uint64_t seed) : state_(seed) {}
   double Next() {
-    std::uint64_t z = state_.fetch_add(0x9E3779B97F4A7C15ull, std::memory_order_relaxed) +
-                      0x9E3779B97F4A7C15ull;
+    std::uint64_t z =
+        state_.fetch_add(0x9E3779B97F4A7C15ull, std::memory_order_relaxed) + 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;

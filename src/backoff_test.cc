@@ -2,13 +2,13 @@
 
 #include "fusebox/backoff.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace fusebox {
 namespace {

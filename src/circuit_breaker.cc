@@ -137,38 +137,58 @@ bool IsOverrideState(State s) {
 
 std::string_view StateName(State state) noexcept {
   switch (state) {
-    case State::kClosed: return "CLOSED";
-    case State::kOpen: return "OPEN";
-    case State::kHalfOpen: return "HALF_OPEN";
-    case State::kDisabled: return "DISABLED";
-    case State::kMetricsOnly: return "METRICS_ONLY";
-    case State::kForcedOpen: return "FORCED_OPEN";
-    case State::kForcedClosed: return "FORCED_CLOSED";
+    case State::kClosed:
+      return "CLOSED";
+    case State::kOpen:
+      return "OPEN";
+    case State::kHalfOpen:
+      return "HALF_OPEN";
+    case State::kDisabled:
+      return "DISABLED";
+    case State::kMetricsOnly:
+      return "METRICS_ONLY";
+    case State::kForcedOpen:
+      return "FORCED_OPEN";
+    case State::kForcedClosed:
+      return "FORCED_CLOSED";
   }
   return "UNKNOWN";
 }
 
 std::string_view OutcomeKindName(OutcomeKind kind) noexcept {
   switch (kind) {
-    case OutcomeKind::kSuccess: return "success";
-    case OutcomeKind::kFailure: return "failure";
-    case OutcomeKind::kIgnored: return "ignored";
+    case OutcomeKind::kSuccess:
+      return "success";
+    case OutcomeKind::kFailure:
+      return "failure";
+    case OutcomeKind::kIgnored:
+      return "ignored";
   }
   return "unknown";
 }
 
 std::string_view TransitionReasonName(TransitionReason reason) noexcept {
   switch (reason) {
-    case TransitionReason::kFailureRate: return "failure_rate_exceeded";
-    case TransitionReason::kSlowCallRate: return "slow_call_rate_exceeded";
-    case TransitionReason::kConsecutiveFailures: return "consecutive_failures";
-    case TransitionReason::kOpenForHint: return "retry_after_hint";
-    case TransitionReason::kWaitElapsed: return "wait_elapsed";
-    case TransitionReason::kProbesSucceeded: return "probes_succeeded";
-    case TransitionReason::kProbesFailed: return "probes_failed";
-    case TransitionReason::kHalfOpenTimeout: return "half_open_timeout";
-    case TransitionReason::kOverrideExpired: return "override_expired";
-    case TransitionReason::kOperator: return "operator";
+    case TransitionReason::kFailureRate:
+      return "failure_rate_exceeded";
+    case TransitionReason::kSlowCallRate:
+      return "slow_call_rate_exceeded";
+    case TransitionReason::kConsecutiveFailures:
+      return "consecutive_failures";
+    case TransitionReason::kOpenForHint:
+      return "retry_after_hint";
+    case TransitionReason::kWaitElapsed:
+      return "wait_elapsed";
+    case TransitionReason::kProbesSucceeded:
+      return "probes_succeeded";
+    case TransitionReason::kProbesFailed:
+      return "probes_failed";
+    case TransitionReason::kHalfOpenTimeout:
+      return "half_open_timeout";
+    case TransitionReason::kOverrideExpired:
+      return "override_expired";
+    case TransitionReason::kOperator:
+      return "operator";
   }
   return "unknown";
 }
@@ -187,7 +207,8 @@ Status CircuitBreakerConfig::Validate() const {
                "must be in (0, 100], got " + std::to_string(slow_call_rate_threshold));
   }
   if (slow_call_duration_threshold <= Duration::zero()) {
-    return bad("slow_call_duration_threshold", "must be > 0, got " + ns(slow_call_duration_threshold));
+    return bad("slow_call_duration_threshold",
+               "must be > 0, got " + ns(slow_call_duration_threshold));
   }
   if (permitted_number_of_calls_in_half_open_state < 1) {
     return bad("permitted_number_of_calls_in_half_open_state",
@@ -215,14 +236,16 @@ Status CircuitBreakerConfig::Validate() const {
                "must be >= 1, got " + std::to_string(minimum_number_of_calls));
   }
   if (wait_duration_in_open_state <= Duration::zero() && !wait_interval_function) {
-    return bad("wait_duration_in_open_state", "must be > 0, got " + ns(wait_duration_in_open_state));
+    return bad("wait_duration_in_open_state",
+               "must be > 0, got " + ns(wait_duration_in_open_state));
   }
   if (consecutive_failure_threshold < 0) {
-    return bad("consecutive_failure_threshold",
-               "must be >= 0 (0 disables it), got " + std::to_string(consecutive_failure_threshold));
+    return bad("consecutive_failure_threshold", "must be >= 0 (0 disables it), got " +
+                                                    std::to_string(consecutive_failure_threshold));
   }
   if (!(open_duration_jitter >= 0 && open_duration_jitter < 1)) {
-    return bad("open_duration_jitter", "must be in [0, 1), got " + std::to_string(open_duration_jitter));
+    return bad("open_duration_jitter",
+               "must be in [0, 1), got " + std::to_string(open_duration_jitter));
   }
   if (half_open_policy != HalfOpenPolicy::kFailureRate &&
       half_open_policy != HalfOpenPolicy::kAnyFailureReopens) {
@@ -277,7 +300,8 @@ struct alignas(64) Stripe {
 struct alignas(64) CircuitBreaker::Core {
   explicit Core(CircuitBreaker& breaker, const CircuitBreakerConfig& c)
       : closed_window(c.sliding_window_type, c.sliding_window_size),
-        probe_window(SlidingWindowType::kCountBased, c.permitted_number_of_calls_in_half_open_state),
+        probe_window(SlidingWindowType::kCountBased,
+                     c.permitted_number_of_calls_in_half_open_state),
         cb(breaker) {}
 
   // A spin lock: every critical section here is a few dozen nanoseconds of
@@ -329,18 +353,18 @@ struct alignas(64) CircuitBreaker::Core {
 
   std::uint64_t SumSuccesses() const {
     std::uint64_t n = 0;
-    for (int i = 0; i <= kSharedSlot; ++i) n += cb.counters_[i].successes.load(std::memory_order_relaxed);
+    for (int i = 0; i <= kSharedSlot; ++i)
+      n += cb.counters_[i].successes.load(std::memory_order_relaxed);
     return n;
   }
   std::uint64_t SumRejected(int k) const {
     std::uint64_t n = 0;
-    for (int i = 0; i <= kSharedSlot; ++i) n += cb.counters_[i].rejected[k].load(std::memory_order_relaxed);
+    for (int i = 0; i <= kSharedSlot; ++i)
+      n += cb.counters_[i].rejected[k].load(std::memory_order_relaxed);
     return n;
   }
   // Starts the rejection count of metrics `k` (0 closed, 1 probe) afresh.
   void ResetRejectedLocked(int k) FUSEBOX_REQUIRES(mu) { rejected_base[k] = SumRejected(k); }
-
-
 
   bool HasListeners() const {
     const ListenerList* l = listeners.load(std::memory_order_acquire);
@@ -383,28 +407,28 @@ struct alignas(64) CircuitBreaker::Core {
       const std::int64_t n = static_cast<std::int64_t>(v & kLow32);
       if (n == 0) continue;
       // Rebuild the full second from its low 32 bits; it is at most `second`.
-      const std::uint32_t lag = static_cast<std::uint32_t>(second) - static_cast<std::uint32_t>(v >> 32);
+      const std::uint32_t lag =
+          static_cast<std::uint32_t>(second) - static_cast<std::uint32_t>(v >> 32);
       closed_window.AddSuccesses(second - lag, n);
     }
   }
 
   // The window behind the current metrics.
-  internal::SlidingWindow& MetricsWindowLocked(std::uint64_t word)
-      FUSEBOX_REQUIRES(mu) {
+  internal::SlidingWindow& MetricsWindowLocked(std::uint64_t word) FUSEBOX_REQUIRES(mu) {
     return (word & kProbeMetricsBit) ? probe_window : closed_window;
   }
 
   int MinimumCalls(bool probe) {
     const CircuitBreakerConfig& c = cb.config_;
-    if (probe) return std::min(c.minimum_number_of_calls, c.permitted_number_of_calls_in_half_open_state);
+    if (probe)
+      return std::min(c.minimum_number_of_calls, c.permitted_number_of_calls_in_half_open_state);
     if (c.sliding_window_type == SlidingWindowType::kCountBased) {
       return std::min(c.minimum_number_of_calls, c.sliding_window_size);
     }
     return c.minimum_number_of_calls;  // Not capped for TIME_BASED (note point 8).
   }
 
-  CircuitBreakerMetrics MetricsLocked(std::int64_t second)
-      FUSEBOX_REQUIRES(mu) {
+  CircuitBreakerMetrics MetricsLocked(std::int64_t second) FUSEBOX_REQUIRES(mu) {
     const std::uint64_t word = cb.word_.load(std::memory_order_relaxed);
     const bool probe = (word & kProbeMetricsBit) != 0;
     if (!probe) FoldStripesLocked(second);
@@ -421,7 +445,8 @@ struct alignas(64) CircuitBreaker::Core {
       m.failure_rate = RatePercent(t.failed, t.calls);
       m.slow_call_rate = RatePercent(t.slow, t.calls);
     }
-    m.not_permitted_calls = static_cast<std::int64_t>(SumRejected(probe ? 1 : 0) - rejected_base[probe ? 1 : 0]);
+    m.not_permitted_calls =
+        static_cast<std::int64_t>(SumRejected(probe ? 1 : 0) - rejected_base[probe ? 1 : 0]);
     const State s = m.state;
     const Duration::rep deadline = cb.deadline_ns_.load(std::memory_order_relaxed);
     if (s == State::kOpen || (IsOverrideState(s) && deadline != 0)) {
@@ -436,8 +461,8 @@ struct alignas(64) CircuitBreaker::Core {
   // The flags derived from the state and the window; stores the word only when
   // it changes, so that the unhealthy path does not keep invalidating the line
   // every CLOSED call reads.
-  void PublishLocked(State state, std::uint32_t epoch, bool probe,
-                            std::int64_t second) FUSEBOX_REQUIRES(mu) {
+  void PublishLocked(State state, std::uint32_t epoch, bool probe, std::int64_t second)
+      FUSEBOX_REQUIRES(mu) {
     std::uint64_t word = static_cast<std::uint64_t>(state) |
                          (static_cast<std::uint64_t>(epoch) << kEpochShift) |
                          (probe ? kProbeMetricsBit : 0);
@@ -460,8 +485,7 @@ struct alignas(64) CircuitBreaker::Core {
 
   void Republish(std::int64_t second) FUSEBOX_REQUIRES(mu) {
     const std::uint64_t w = cb.word_.load(std::memory_order_relaxed);
-    PublishLocked(StateOf(w), EpochOf(w),
-                  (w & kProbeMetricsBit) != 0, second);
+    PublishLocked(StateOf(w), EpochOf(w), (w & kProbeMetricsBit) != 0, second);
   }
 
   Duration OpenDurationLocked(int attempt) FUSEBOX_REQUIRES(mu) {
@@ -473,8 +497,9 @@ struct alignas(64) CircuitBreaker::Core {
       const double u = static_cast<double>(SplitMix(jitter_state) >> 11) * 0x1.0p-53;
       const double factor = 1.0 - c.open_duration_jitter + 2.0 * c.open_duration_jitter * u;
       const long double ns = static_cast<long double>(wait.count()) * factor;
-      wait = ns >= static_cast<long double>(Duration::max().count()) ? Duration::max()
-                                                                      : Duration(static_cast<Duration::rep>(ns));
+      wait = ns >= static_cast<long double>(Duration::max().count())
+                 ? Duration::max()
+                 : Duration(static_cast<Duration::rep>(ns));
     }
     return wait;
   }
@@ -491,8 +516,7 @@ struct alignas(64) CircuitBreaker::Core {
     }
   }
 
-  TimerId ScheduleLocked(TimePoint at, TimerKind kind, std::uint32_t epoch)
-      FUSEBOX_REQUIRES(mu) {
+  TimerId ScheduleLocked(TimePoint at, TimerKind kind, std::uint32_t epoch) FUSEBOX_REQUIRES(mu) {
     return cb.clock_.ScheduleAt(at, [l = link, kind, epoch] {
       std::lock_guard<std::mutex> guard(l->mu);
       if (l->breaker != nullptr) l->breaker->core_->OnTimer(kind, epoch);
@@ -513,8 +537,8 @@ struct alignas(64) CircuitBreaker::Core {
   // duration (an outcome's hint or transitionToOpenStateFor); `op` describes an
   // operator transition.
   void TransitionLocked(State to, TransitionReason reason, TimePoint now,
-                               Duration open_for = Duration::zero(),
-                               const OperatorInfo* op = nullptr) FUSEBOX_REQUIRES(mu) {
+                        Duration open_for = Duration::zero(), const OperatorInfo* op = nullptr)
+      FUSEBOX_REQUIRES(mu) {
     const std::uint64_t old_word = cb.word_.load(std::memory_order_relaxed);
     const State from = StateOf(old_word);
     const std::int64_t second = SecondOf(cb.clock_.CoarseNow());
@@ -543,7 +567,8 @@ struct alignas(64) CircuitBreaker::Core {
         break;
       case State::kOpen: {
         ++open_attempts;
-        const Duration wait = open_for > Duration::zero() ? open_for : OpenDurationLocked(open_attempts);
+        const Duration wait =
+            open_for > Duration::zero() ? open_for : OpenDurationLocked(open_attempts);
         const TimePoint until = AddSaturated(now, wait);
         deadline = until.time_since_epoch().count();
         retry_at = until;
@@ -559,9 +584,9 @@ struct alignas(64) CircuitBreaker::Core {
         half_open_successes = 0;
         probe = true;
         if (cb.config_.max_wait_duration_in_half_open_state > Duration::zero()) {
-          half_open_timer = ScheduleLocked(
-              AddSaturated(now, cb.config_.max_wait_duration_in_half_open_state),
-              TimerKind::kHalfOpenMaxWait, epoch);
+          half_open_timer =
+              ScheduleLocked(AddSaturated(now, cb.config_.max_wait_duration_in_half_open_state),
+                             TimerKind::kHalfOpenMaxWait, epoch);
         }
         break;
       case State::kDisabled:
@@ -614,8 +639,7 @@ struct alignas(64) CircuitBreaker::Core {
 
   // Extends an OPEN state to `until` when that is later (a shorter hint never
   // shortens a longer open).
-  void ExtendOpenLocked(TimePoint now, Duration open_for)
-      FUSEBOX_REQUIRES(mu) {
+  void ExtendOpenLocked(TimePoint now, Duration open_for) FUSEBOX_REQUIRES(mu) {
     const TimePoint until = AddSaturated(now, open_for);
     const TimePoint current(Duration(cb.deadline_ns_.load(std::memory_order_relaxed)));
     if (until <= current) return;
@@ -682,8 +706,7 @@ struct alignas(64) CircuitBreaker::Core {
     }
   }
 
-  void NotifyRejection(State state, const char* reason,
-                              std::optional<TimePoint> retry_at) {
+  void NotifyRejection(State state, const char* reason, std::optional<TimePoint> retry_at) {
     const ListenerList* l = listeners.load(std::memory_order_acquire);
     if (l == nullptr) return;
     RejectionEvent event{cb.name_, state, reason, retry_at};
@@ -696,8 +719,7 @@ struct alignas(64) CircuitBreaker::Core {
     }
   }
 
-  Result<Permit> Reject(std::uint64_t word, const char* reason,
-                               std::optional<TimePoint> retry_at) {
+  Result<Permit> Reject(std::uint64_t word, const char* reason, std::optional<TimePoint> retry_at) {
     const int slot = MySlot();
     Bump(cb.counters_[slot].rejected[(word & kProbeMetricsBit) ? 1 : 0], slot);
     if (word & kRejectionListenersBit) NotifyRejection(StateOf(word), reason, retry_at);
@@ -705,8 +727,7 @@ struct alignas(64) CircuitBreaker::Core {
   }
 
   // Whether a half-open verdict is due, and which; then transitions.
-  void CheckHalfOpenLocked(TimePoint now, bool failed, bool slow)
-      FUSEBOX_REQUIRES(mu) {
+  void CheckHalfOpenLocked(TimePoint now, bool failed, bool slow) FUSEBOX_REQUIRES(mu) {
     const CircuitBreakerConfig& c = cb.config_;
     if (c.half_open_policy == HalfOpenPolicy::kAnyFailureReopens) {
       if (failed || slow) {
@@ -726,8 +747,7 @@ struct alignas(64) CircuitBreaker::Core {
     }
   }
 
-  void CheckClosedLocked(std::int64_t second, bool failed)
-      FUSEBOX_REQUIRES(mu) {
+  void CheckClosedLocked(std::int64_t second, bool failed) FUSEBOX_REQUIRES(mu) {
     const CircuitBreakerConfig& c = cb.config_;
     const internal::WindowTotals& t = closed_window.Totals(second);
     if (t.calls > 0 && t.calls >= MinimumCalls(false)) {
@@ -799,13 +819,13 @@ struct alignas(64) CircuitBreaker::Core {
         TransitionLocked(cb.config_.transition_to_state_after_wait_duration,
                          TransitionReason::kHalfOpenTimeout, now);
       }
-    } else if (IsOverrideState(state) && deadline != 0 && now.time_since_epoch().count() >= deadline) {
+    } else if (IsOverrideState(state) && deadline != 0 &&
+               now.time_since_epoch().count() >= deadline) {
       TransitionLocked(State::kClosed, TransitionReason::kOverrideExpired, now);
     }
     word = cb.word_.load(std::memory_order_relaxed);
     return word;
   }
-
 };
 
 // ---------------------------------------------------------------------------
@@ -815,7 +835,8 @@ Result<std::unique_ptr<CircuitBreaker>> CircuitBreaker::Create(std::string name,
                                                                Clock& clock) {
   Status s = config.Validate();
   if (!s.ok()) return s;
-  return std::unique_ptr<CircuitBreaker>(new CircuitBreaker(std::move(name), std::move(config), clock));
+  return std::unique_ptr<CircuitBreaker>(
+      new CircuitBreaker(std::move(name), std::move(config), clock));
 }
 
 CircuitBreaker::CircuitBreaker(std::string name, CircuitBreakerConfig config, Clock& clock)
@@ -831,7 +852,8 @@ CircuitBreaker::CircuitBreaker(std::string name, CircuitBreakerConfig config, Cl
       counters_(std::make_unique<SlotCounters[]>(kSharedSlot + 1)),
       core_(std::make_unique<Core>(*this, config_)) {
   core_->link->breaker = this;
-  core_->jitter_state = config_.jitter_seed != 0 ? config_.jitter_seed : std::hash<std::string>{}(name_);
+  core_->jitter_state =
+      config_.jitter_seed != 0 ? config_.jitter_seed : std::hash<std::string>{}(name_);
   if (config_.sliding_window_type == SlidingWindowType::kTimeBased) {
     core_->stripes = std::make_unique<Stripe[]>(kStripes);
   }
@@ -880,9 +902,9 @@ Result<Permit> CircuitBreaker::TryAcquireSlow(std::uint64_t word) noexcept {
     }
     case State::kForcedOpen:
       if (deadline == 0 || clock_.CoarseNow().time_since_epoch().count() < deadline) {
-        return core_->Reject(word, "forced_open",
-                                  deadline == 0 ? std::nullopt
-                                                : std::optional<TimePoint>(TimePoint(Duration(deadline))));
+        return core_->Reject(
+            word, "forced_open",
+            deadline == 0 ? std::nullopt : std::optional<TimePoint>(TimePoint(Duration(deadline))));
       }
       break;
     case State::kDisabled:
@@ -948,7 +970,8 @@ bool CircuitBreaker::RecordClosedSuccess(std::uint64_t word) noexcept {
     return true;
   }
   const std::uint64_t now_word = word_.load(std::memory_order_relaxed);
-  if (StateOf(now_word) != State::kClosed || (!resilience4j_ && EpochOf(now_word) != EpochOf(word))) {
+  if (StateOf(now_word) != State::kClosed ||
+      (!resilience4j_ && EpochOf(now_word) != EpochOf(word))) {
     core_->mu.Unlock();
     return false;  // Moved on meanwhile: the general path sorts it out.
   }
@@ -985,7 +1008,8 @@ bool CircuitBreaker::StripeSuccess(std::uint64_t word) noexcept {
   return false;  // A new second: the slow path folds the stripe and re-arms it.
 }
 
-void CircuitBreaker::RecordSlow(std::uint32_t epoch, bool half_open_slot, const Outcome& outcome) noexcept {
+void CircuitBreaker::RecordSlow(std::uint32_t epoch, bool half_open_slot,
+                                const Outcome& outcome) noexcept {
   const bool failed = outcome.kind == OutcomeKind::kFailure;
   const bool ignored = outcome.kind == OutcomeKind::kIgnored;
   const bool slow = !ignored && outcome.duration > slow_threshold_;
@@ -1015,7 +1039,7 @@ void CircuitBreaker::RecordSlow(std::uint32_t epoch, bool half_open_slot, const 
           core_->ExtendOpenLocked(now, outcome.open_for);
         } else if (state == State::kClosed || state == State::kHalfOpen) {
           core_->TransitionLocked(State::kOpen, TransitionReason::kOpenForHint, now,
-                                       outcome.open_for);
+                                  outcome.open_for);
         }
       }
     } else {
@@ -1060,7 +1084,7 @@ void CircuitBreaker::RecordSlow(std::uint32_t epoch, bool half_open_slot, const 
           core_->ExtendOpenLocked(now, outcome.open_for);
         } else if (state == State::kClosed || state == State::kHalfOpen) {
           core_->TransitionLocked(State::kOpen, TransitionReason::kOpenForHint, now,
-                                       outcome.open_for);
+                                  outcome.open_for);
         }
       }
     }
@@ -1096,14 +1120,13 @@ Outcome CircuitBreaker::ClassifyException(const std::exception_ptr& e) const noe
   }
 }
 
-
-#define FUSEBOX_OPERATOR_TRANSITION(to, reason, info)                                     \
-  do {                                                                                   \
-    {                                                                                    \
-      internal::SpinMutexLock lock(&core_->mu);                                              \
+#define FUSEBOX_OPERATOR_TRANSITION(to, reason, info)                            \
+  do {                                                                           \
+    {                                                                            \
+      internal::SpinMutexLock lock(&core_->mu);                                  \
       core_->TransitionLocked(to, reason, clock_.Now(), Duration::zero(), info); \
-    }                                                                                    \
-    core_->Dispatch();                                                         \
+    }                                                                            \
+    core_->Dispatch();                                                           \
   } while (false)
 
 void CircuitBreaker::ForceOpen(OverrideOptions options) {
@@ -1128,7 +1151,7 @@ void CircuitBreaker::MetricsOnly(OverrideOptions options) {
 
 void CircuitBreaker::Reset(std::string reason, std::string actor) {
   const Core::OperatorInfo info{reason.empty() ? std::string("reset") : std::move(reason),
-                                      std::move(actor), Duration::zero()};
+                                std::move(actor), Duration::zero()};
   FUSEBOX_OPERATOR_TRANSITION(State::kClosed, TransitionReason::kOperator, &info);
 }
 

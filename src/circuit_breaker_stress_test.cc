@@ -25,6 +25,8 @@
 //     reaches CLOSED through successful probes;
 //   - no crash, no deadlock, no data race.
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -37,8 +39,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/testing/manual_clock.h"
@@ -112,9 +112,7 @@ class Pacer {
     iterations_[static_cast<std::size_t>(index)].store(n);
     while (ticks_.load() + kLead < n / kItersPerTick) std::this_thread::yield();
   }
-  void WorkerDone(int index) {
-    iterations_[static_cast<std::size_t>(index)].store(kDone);
-  }
+  void WorkerDone(int index) { iterations_[static_cast<std::size_t>(index)].store(kDone); }
 
   // The slowest worker's iteration, or kDone when all are done.
   int Slowest() const {
@@ -218,12 +216,24 @@ Act DrawAct(std::mt19937& rng, bool allow_open_for) {
 
 void Resolve(Permit& p, Act act, std::mt19937& rng) {
   switch (act) {
-    case Act::kSuccess: p.Success(std::chrono::milliseconds(rng() % 40)); break;
-    case Act::kSlowSuccess: p.Success(kSlow + 1ms); break;
-    case Act::kFailure: p.Failure(std::chrono::milliseconds(rng() % 80)); break;
-    case Act::kIgnore: p.Ignore(); break;
-    case Act::kOpenFor: p.Record(Outcome::OpenFor(std::chrono::milliseconds(1 + rng() % 300))); break;
-    case Act::kDrop: { Permit gone = std::move(p); } break;
+    case Act::kSuccess:
+      p.Success(std::chrono::milliseconds(rng() % 40));
+      break;
+    case Act::kSlowSuccess:
+      p.Success(kSlow + 1ms);
+      break;
+    case Act::kFailure:
+      p.Failure(std::chrono::milliseconds(rng() % 80));
+      break;
+    case Act::kIgnore:
+      p.Ignore();
+      break;
+    case Act::kOpenFor:
+      p.Record(Outcome::OpenFor(std::chrono::milliseconds(1 + rng() % 300)));
+      break;
+    case Act::kDrop: {
+      Permit gone = std::move(p);
+    } break;
   }
 }
 
@@ -290,8 +300,8 @@ TEST_P(CheckedHalfOpenAdmission, NeverMoreThanPermittedAndNoSlotLost) {
   constexpr std::uint64_t kNone = ~std::uint64_t{0};
   ManualClock clock;
   Violations v;
-  auto created = CircuitBreaker::Create("stress", StressConfig(Compatibility::kDefault, GetParam()),
-                                        clock);
+  auto created =
+      CircuitBreaker::Create("stress", StressConfig(Compatibility::kDefault, GetParam()), clock);
   ASSERT_TRUE(created.has_value()) << created.error();
   std::unique_ptr<CircuitBreaker> cb = std::move(created).value();
   auto chain = std::make_shared<ChainListener>(v);
@@ -312,8 +322,7 @@ TEST_P(CheckedHalfOpenAdmission, NeverMoreThanPermittedAndNoSlotLost) {
     std::uint64_t epoch;
   };
 
-  auto exclusive_resolve = [&](std::vector<Held>& held, std::size_t i, Act act,
-                               std::mt19937& rng) {
+  auto exclusive_resolve = [&](std::vector<Held>& held, std::size_t i, Act act, std::mt19937& rng) {
     std::unique_lock<std::shared_mutex> lock(gate);
     const std::uint64_t epoch = shadow_epoch.load();
     if (full_seen_epoch.load() == epoch && cb->state() == State::kHalfOpen &&
@@ -415,16 +424,17 @@ struct ChaosParam {
 
 class CircuitBreakerChaos : public ::testing::TestWithParam<ChaosParam> {};
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, CircuitBreakerChaos,
-    ::testing::Values(ChaosParam{Compatibility::kDefault, false},
-                      ChaosParam{Compatibility::kDefault, true},
-                      ChaosParam{Compatibility::kResilience4j, false},
-                      ChaosParam{Compatibility::kResilience4j, true}),
-    [](const ::testing::TestParamInfo<ChaosParam>& info) {
-      return std::string(info.param.mode == Compatibility::kDefault ? "Default" : "Resilience4j") +
-             (info.param.automatic ? "AutoOn" : "AutoOff");
-    });
+INSTANTIATE_TEST_SUITE_P(Variants, CircuitBreakerChaos,
+                         ::testing::Values(ChaosParam{Compatibility::kDefault, false},
+                                           ChaosParam{Compatibility::kDefault, true},
+                                           ChaosParam{Compatibility::kResilience4j, false},
+                                           ChaosParam{Compatibility::kResilience4j, true}),
+                         [](const ::testing::TestParamInfo<ChaosParam>& info) {
+                           return std::string(info.param.mode == Compatibility::kDefault
+                                                  ? "Default"
+                                                  : "Resilience4j") +
+                                  (info.param.automatic ? "AutoOn" : "AutoOff");
+                         });
 
 TEST_P(CircuitBreakerChaos, WorkersClockAndOperatorTogether) {
   constexpr int kIterations = 4000;
@@ -448,7 +458,8 @@ TEST_P(CircuitBreakerChaos, WorkersClockAndOperatorTogether) {
         // The callable form: classify by the returned Status.
         const bool ok = rng() % 2 == 0;
         Status s = cb->Call([&] { return ok ? Status() : Status::Unavailable("down"); });
-        if (!s.ok() && s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kCircuitOpen) {
+        if (!s.ok() && s.code() != StatusCode::kUnavailable &&
+            s.code() != StatusCode::kCircuitOpen) {
           v.Add("Call returned " + s.ToString());
         }
       } else if (held.size() < 4) {
@@ -491,15 +502,33 @@ TEST_P(CircuitBreakerChaos, WorkersClockAndOperatorTogether) {
       o.actor = "operator-thread";
       if (rng() % 2 == 0) o.expires_after = std::chrono::milliseconds(20 + rng() % 200);
       switch (rng() % 10) {
-        case 0: cb->ForceOpen(o); break;
-        case 1: cb->ForceClosed(o); break;
-        case 2: cb->Disable(o); break;
-        case 3: cb->MetricsOnly(o); break;
-        case 4: cb->Reset("stress", "operator-thread"); break;
-        case 5: cb->TransitionToClosed(); break;
-        case 6: cb->TransitionToOpen(); break;
-        case 7: cb->TransitionToHalfOpen(); break;
-        case 8: (void)cb->active_override(); break;
+        case 0:
+          cb->ForceOpen(o);
+          break;
+        case 1:
+          cb->ForceClosed(o);
+          break;
+        case 2:
+          cb->Disable(o);
+          break;
+        case 3:
+          cb->MetricsOnly(o);
+          break;
+        case 4:
+          cb->Reset("stress", "operator-thread");
+          break;
+        case 5:
+          cb->TransitionToClosed();
+          break;
+        case 6:
+          cb->TransitionToOpen();
+          break;
+        case 7:
+          cb->TransitionToHalfOpen();
+          break;
+        case 8:
+          (void)cb->active_override();
+          break;
         case 9: {
           auto extra = std::make_shared<CircuitBreakerListener>();
           const std::uint64_t id = cb->AddListener(extra);

@@ -4,6 +4,9 @@
 // (docs/semantics.md in the tree).
 #include "fusebox/circuit_breaker.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -15,9 +18,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "fusebox/backoff.h"
 #include "fusebox/clock.h"
@@ -407,7 +407,7 @@ TEST(CircuitBreaker, TimeBasedWindowSumsPerSecondBuckets) {
   EXPECT_EQ(cb->metrics().buffered_calls, 9);
   EXPECT_EQ(cb->metrics().failed_calls, 2);
   EXPECT_EQ(cb->metrics().failure_rate, 2 * 100.0f / 9);  // float, note point 17
-  clock.Set(kEpoch + 10s);  // second 0 aged out
+  clock.Set(kEpoch + 10s);                                // second 0 aged out
   EXPECT_EQ(cb->metrics().buffered_calls, 8);
   EXPECT_EQ(cb->metrics().failed_calls, 1);
   clock.Set(kEpoch + 11s + 999ms);  // seconds 0 and 1 aged out
@@ -870,8 +870,7 @@ TEST(CircuitBreaker, WaitIntervalFunctionGrowsWithEachReopening) {
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.permitted_number_of_calls_in_half_open_state = 1;
-  config.wait_interval_function =
-      backoff::Exponential({.initial = 5s, .multiplier = 2, .max = 1h});
+  config.wait_interval_function = backoff::Exponential({.initial = 5s, .multiplier = 2, .max = 1h});
   auto cb = Make(config, clock);
   TimePoint opened = Trip(*cb);
   EXPECT_EQ(cb->metrics().open_attempts, 1);
@@ -1274,10 +1273,8 @@ TEST(CircuitBreaker, ListenerSeesEveryTransitionInOrder) {
   clock.Set(reopened + 5s + kTick);
   for (int i = 0; i < 3; ++i) Succeed(*cb);
   const std::vector<std::pair<State, State>> want = {
-      {State::kClosed, State::kOpen},
-      {State::kOpen, State::kHalfOpen},
-      {State::kHalfOpen, State::kOpen},
-      {State::kOpen, State::kHalfOpen},
+      {State::kClosed, State::kOpen},     {State::kOpen, State::kHalfOpen},
+      {State::kHalfOpen, State::kOpen},   {State::kOpen, State::kHalfOpen},
       {State::kHalfOpen, State::kClosed},
   };
   EXPECT_EQ(rec->Path(), want);
@@ -1554,9 +1551,7 @@ TEST(CircuitBreaker, CallWithClassifierReturningOutcomeWithOpenFor) {
         ++runs;
         return 429;
       },
-      [](const int& code) {
-        return code == 429 ? Outcome::OpenFor(90s) : Outcome::Success();
-      });
+      [](const int& code) { return code == 429 ? Outcome::OpenFor(90s) : Outcome::Success(); });
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, 429);
   EXPECT_EQ(cb->state(), State::kOpen);
@@ -1633,8 +1628,7 @@ TEST(CircuitBreaker, CallClassifiesExceptionsWithTheConfiguredClassifier) {
   EXPECT_THROW((void)cb->Call([]() -> int { throw std::invalid_argument("client"); }),
                std::invalid_argument);
   EXPECT_EQ(cb->metrics().buffered_calls, 0);
-  EXPECT_THROW((void)cb->Call([]() -> int { throw std::logic_error("bug"); }),
-               std::logic_error);
+  EXPECT_THROW((void)cb->Call([]() -> int { throw std::logic_error("bug"); }), std::logic_error);
   EXPECT_EQ(cb->metrics().failed_calls, 1);
   EXPECT_EQ(cb->state(), State::kClosed);
   EXPECT_THROW((void)cb->Call([] { throw std::overflow_error("quota"); }), std::overflow_error);

@@ -101,7 +101,8 @@ class SteadyClock final : public Clock {
     if (d > Duration::zero()) std::this_thread::sleep_for(d);
   }
   void SleepUntil(TimePoint deadline) override {
-    std::this_thread::sleep_until(std::chrono::steady_clock::time_point(deadline.time_since_epoch()));
+    std::this_thread::sleep_until(
+        std::chrono::steady_clock::time_point(deadline.time_since_epoch()));
   }
   TimerId ScheduleAt(TimePoint deadline, std::function<void()> fn) override {
     return timers_->Schedule(deadline, std::move(fn));

@@ -6,14 +6,14 @@
 
 #include "fusebox/clock.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <chrono>
 #include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "fusebox/testing/manual_clock.h"
 
@@ -220,7 +220,8 @@ TEST(ManualClock, ConcurrentSchedulingAndAdvancing) {
   for (int t = 0; t < kThreads; ++t) {
     schedulers.emplace_back([&] {
       for (int i = 0; i < kPerThread; ++i) {
-        clock.ScheduleAt(clock.Now() + std::chrono::milliseconds(i % 7), [&] { runs.fetch_add(1); });
+        clock.ScheduleAt(clock.Now() + std::chrono::milliseconds(i % 7),
+                         [&] { runs.fetch_add(1); });
         (void)clock.Now();
       }
     });

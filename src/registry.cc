@@ -21,18 +21,25 @@ constexpr std::size_t kShards = 16;
 // std::string.
 struct KeyHash {
   using is_transparent = void;  // NOLINT(readability-identifier-naming): the standard's name.
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  std::size_t operator()(std::string_view s) const noexcept {
+    return std::hash<std::string_view>{}(s);
+  }
 };
 
 }  // namespace
 
 std::string_view RegistryEventKindName(RegistryEvent::Kind kind) noexcept {
   switch (kind) {
-    case RegistryEvent::Kind::kCreated: return "created";
-    case RegistryEvent::Kind::kEvictedIdle: return "evicted_idle";
-    case RegistryEvent::Kind::kEvictedLru: return "evicted_lru";
-    case RegistryEvent::Kind::kCapacityExceeded: return "capacity_exceeded";
-    case RegistryEvent::Kind::kRemoved: return "removed";
+    case RegistryEvent::Kind::kCreated:
+      return "created";
+    case RegistryEvent::Kind::kEvictedIdle:
+      return "evicted_idle";
+    case RegistryEvent::Kind::kEvictedLru:
+      return "evicted_lru";
+    case RegistryEvent::Kind::kCapacityExceeded:
+      return "capacity_exceeded";
+    case RegistryEvent::Kind::kRemoved:
+      return "removed";
   }
   return "unknown";
 }
@@ -115,7 +122,8 @@ Registry::Registry(RegistryOptions options)
       impl_(std::make_unique<Impl>()) {
   internal::MutexLock lock(&impl_->configs_mu);
   impl_->configs.emplace("default", options_.default_config);
-  impl_->last_sweep_ns.store(clock_.CoarseNow().time_since_epoch().count(), std::memory_order_relaxed);
+  impl_->last_sweep_ns.store(clock_.CoarseNow().time_since_epoch().count(),
+                             std::memory_order_relaxed);
 }
 
 Registry::~Registry() = default;
@@ -133,7 +141,8 @@ Registry::Shard& Registry::ShardFor(std::string_view key) const {
   return impl_->shards[KeyHash{}(key) % kShards];
 }
 
-Result<std::shared_ptr<CircuitBreaker>> Registry::Get(std::string_view key, std::string_view config_name) {
+Result<std::shared_ptr<CircuitBreaker>> Registry::Get(std::string_view key,
+                                                      std::string_view config_name) {
   // The coarse clock (~3 ns) is plenty to rank entries by last use and to
   // notice that a minute has passed since the last sweep.
   const TimePoint now = clock_.CoarseNow();
@@ -248,7 +257,8 @@ void Registry::MaybeSweep(TimePoint now) {
   Duration::rep last = impl_->last_sweep_ns.load(std::memory_order_relaxed);
   if (now_ns - last < options_.sweep_interval.count()) return;
   // One caller per interval wins the sweep; the others go on at once.
-  if (!impl_->last_sweep_ns.compare_exchange_strong(last, now_ns, std::memory_order_relaxed)) return;
+  if (!impl_->last_sweep_ns.compare_exchange_strong(last, now_ns, std::memory_order_relaxed))
+    return;
   if (!impl_->sweep_mu.TryLock()) return;
   EventBatch batch;
   SweepLocked(now, batch);
@@ -302,7 +312,8 @@ std::size_t Registry::SweepLocked(TimePoint now, EventBatch& batch) {
       Shard& shard = impl_->shards[c.shard];
       internal::MutexLock lock(&shard.mu);
       auto it = shard.map.find(c.key);
-      if (it == shard.map.end() || !Evictable(it->second.breaker, now, options_.idle_timeout)) continue;
+      if (it == shard.map.end() || !Evictable(it->second.breaker, now, options_.idle_timeout))
+        continue;
       batch.graveyard.push_back(std::move(it->second.breaker));
       shard.map.erase(it);
       ++dropped;

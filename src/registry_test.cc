@@ -4,6 +4,8 @@
 
 #include "fusebox/registry.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -14,8 +16,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/testing/manual_clock.h"
@@ -357,20 +357,27 @@ enum class Protection {
 
 std::string ProtectionName(const ::testing::TestParamInfo<Protection>& info) {
   switch (info.param) {
-    case Protection::kOpen: return "Open";
-    case Protection::kHalfOpen: return "HalfOpen";
-    case Protection::kForcedOpen: return "ForcedOpen";
-    case Protection::kForcedClosed: return "ForcedClosed";
-    case Protection::kDisabled: return "Disabled";
-    case Protection::kFailureInWindow: return "FailureInWindow";
-    case Protection::kSlowCallInWindow: return "SlowCallInWindow";
-    case Protection::kInUse: return "InUse";
+    case Protection::kOpen:
+      return "Open";
+    case Protection::kHalfOpen:
+      return "HalfOpen";
+    case Protection::kForcedOpen:
+      return "ForcedOpen";
+    case Protection::kForcedClosed:
+      return "ForcedClosed";
+    case Protection::kDisabled:
+      return "Disabled";
+    case Protection::kFailureInWindow:
+      return "FailureInWindow";
+    case Protection::kSlowCallInWindow:
+      return "SlowCallInWindow";
+    case Protection::kInUse:
+      return "InUse";
   }
   return "Unknown";
 }
 
-class RegistryProtection : public RegistryTest,
-                           public ::testing::WithParamInterface<Protection> {
+class RegistryProtection : public RegistryTest, public ::testing::WithParamInterface<Protection> {
  protected:
   // Puts `cb` in the protected condition; returns the pointer the test must
   // keep holding (only for kInUse).
@@ -416,13 +423,12 @@ class RegistryProtection : public RegistryTest,
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(
-    AllProtections, RegistryProtection,
-    ::testing::Values(Protection::kOpen, Protection::kHalfOpen, Protection::kForcedOpen,
-                      Protection::kForcedClosed, Protection::kDisabled,
-                      Protection::kFailureInWindow, Protection::kSlowCallInWindow,
-                      Protection::kInUse),
-    ProtectionName);
+INSTANTIATE_TEST_SUITE_P(AllProtections, RegistryProtection,
+                         ::testing::Values(Protection::kOpen, Protection::kHalfOpen,
+                                           Protection::kForcedOpen, Protection::kForcedClosed,
+                                           Protection::kDisabled, Protection::kFailureInWindow,
+                                           Protection::kSlowCallInWindow, Protection::kInUse),
+                         ProtectionName);
 
 TEST_P(RegistryProtection, IdleSweepNeverDropsAProtectedBreaker) {
   Build(Options());
@@ -490,9 +496,9 @@ TEST_F(RegistryTest, EventsCarryKeyAndSize) {
   Get("b");
   Get("a");  // a hit: no event
   EXPECT_TRUE(registry_->Remove("a"));
-  EXPECT_EQ(events(), (std::vector<Event>{{Kind::kCreated, "a", 1},
-                                          {Kind::kCreated, "b", 2},
-                                          {Kind::kRemoved, "a", 1}}));
+  EXPECT_EQ(events(),
+            (std::vector<Event>{
+                {Kind::kCreated, "a", 1}, {Kind::kCreated, "b", 2}, {Kind::kRemoved, "a", 1}}));
   EXPECT_EQ(RegistryEventKindName(Kind::kCreated).empty(), false);
 }
 

@@ -11,6 +11,8 @@
 // All time is simulated: a ManualClock that starts at a whole second, so that
 // t0 = ManualClock::kEpoch is also the start of an epoch-second bucket.
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,8 +25,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/status.h"
@@ -1023,8 +1023,8 @@ TEST_P(Resilience4jSemantics, Point15_ExactlyPermittedConcurrentProbesSucceed) {
   constexpr int kPermitted = 3;
   for (bool from_expired_open : {true, false}) {
     for (int round = 0; round < 20; ++round) {
-      SCOPED_TRACE(::testing::Message() << "from_expired_open=" << from_expired_open
-                                        << " round=" << round);
+      SCOPED_TRACE(::testing::Message()
+                   << "from_expired_open=" << from_expired_open << " round=" << round);
       auto cb = Make(CountConfig(2, 2, kPermitted));
       ASSERT_NE(cb, nullptr);
       FailTimes(*cb, 2);

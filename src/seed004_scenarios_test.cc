@@ -22,13 +22,13 @@
 // call is ever near any other boundary. DefaultPresetOnExactWholeSeconds below
 // shows what Resilience4j itself does when the calls land exactly on the
 // seconds (the one difference the seed's page admits).
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/clock.h"
@@ -50,11 +50,11 @@ constexpr Duration kTimeout = 3s;
 CircuitBreakerConfig SeedConfig() {
   CircuitBreakerConfig config;
   config.sliding_window_type = SlidingWindowType::kCountBased;
-  config.sliding_window_size = 10;                            // slidingWindowSize: 10
-  config.minimum_number_of_calls = 10;                        // minimumNumberOfCalls: 10
-  config.failure_rate_threshold = 50;                         // failureRateThreshold: 50
-  config.wait_duration_in_open_state = 5s;                    // waitDurationInOpenState: 5s
-  config.permitted_number_of_calls_in_half_open_state = 3;    // permittedNumberOf...: 3
+  config.sliding_window_size = 10;                          // slidingWindowSize: 10
+  config.minimum_number_of_calls = 10;                      // minimumNumberOfCalls: 10
+  config.failure_rate_threshold = 50;                       // failureRateThreshold: 50
+  config.wait_duration_in_open_state = 5s;                  // waitDurationInOpenState: 5s
+  config.permitted_number_of_calls_in_half_open_state = 3;  // permittedNumberOf...: 3
   return config;
 }
 
@@ -115,7 +115,7 @@ struct ScenarioRun {
 // service is down for calls [outage_first, outage_last]. Calls arrive at
 // kEpoch + k s + k * hair (see the file comment).
 ScenarioRun Drive(const CircuitBreakerConfig& config, int outage_first, int outage_last,
-          Duration hair = 1ms) {
+                  Duration hair = 1ms) {
   ManualClock clock;
   auto created = CircuitBreaker::Create("payment", config, clock);
   EXPECT_TRUE(created.has_value()) << created.error();

@@ -67,7 +67,8 @@ void SlidingWindow::AgeTo(std::int64_t second) {
     return;
   }
   if (second <= latest_second_) return;
-  const std::int64_t first = second - latest_second_ >= size_ ? second - size_ + 1 : latest_second_ + 1;
+  const std::int64_t first =
+      second - latest_second_ >= size_ ? second - size_ + 1 : latest_second_ + 1;
   if (second - latest_second_ >= size_) totals_ = WindowTotals{};
   for (std::int64_t s = first; s <= second; ++s) {
     Bucket& b = buckets_[static_cast<std::size_t>(s % size_)];

@@ -63,9 +63,7 @@ class SlidingWindow {
   static constexpr int kInlineWords = 4;
   static constexpr int kPerWord = 32;
 
-  std::uint64_t Slot(int i) const {
-    return (bits_[i / kPerWord] >> (2 * (i % kPerWord))) & 3u;
-  }
+  std::uint64_t Slot(int i) const { return (bits_[i / kPerWord] >> (2 * (i % kPerWord))) & 3u; }
   void SetSlot(int i, std::uint64_t v) {
     std::uint64_t& w = bits_[i / kPerWord];
     const int shift = 2 * (i % kPerWord);

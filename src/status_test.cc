@@ -2,13 +2,13 @@
 
 #include "fusebox/status.h"
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
-
-#include <gtest/gtest.h>
 
 #include "fusebox/result.h"
 #include "fusebox/testing/manual_clock.h"
@@ -103,9 +103,7 @@ TEST(Status, CopyAndMove) {
 
 // status.h: "Returns the enumerator's name without the k" -- kOk gives "Ok"
 // (ToString() of an OK status is "OK", which is a different function).
-TEST(Status, OkCodeNameIsConventionalOK) {
-  EXPECT_EQ(StatusCodeName(StatusCode::kOk), "OK");
-}
+TEST(Status, OkCodeNameIsConventionalOK) { EXPECT_EQ(StatusCodeName(StatusCode::kOk), "OK"); }
 
 TEST(Status, CodeNames) {
   EXPECT_EQ(StatusCodeName(StatusCode::kCircuitOpen), "CircuitOpen");

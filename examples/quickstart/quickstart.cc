@@ -89,13 +89,14 @@ int main() {
     } else {
       ++failed;
       waited += seconds(3);
-      std::printf("t=%2ds  payment timed out after 3 s: a request thread was tied up%s\n", second, probe);
+      std::printf("t=%2ds  payment timed out after 3 s: a request thread was tied up%s\n", second,
+                  probe);
       permit->Failure(seconds(3));
     }
   }
   const fusebox::CircuitBreakerMetrics m = breaker->metrics();
-  std::printf("\n%d ok, %d failed, %d rejected; %d calls reached the payment service.\n", ok, failed,
-              rejected, payments.calls);
+  std::printf("\n%d ok, %d failed, %d rejected; %d calls reached the payment service.\n", ok,
+              failed, rejected, payments.calls);
   std::printf("Threads tied up waiting: %lld s (without a breaker: %d s).\n",
               static_cast<long long>(std::chrono::duration_cast<seconds>(waited).count()),
               3 * (payments.down_to - payments.down_from + 1));

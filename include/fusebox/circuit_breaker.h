@@ -451,8 +451,7 @@ class CircuitBreaker {
   // As Call(fn), with `classify(const R&)` returning an OutcomeKind or an
   // Outcome (whose duration, if zero, is filled in by the measurement).
   template <typename F, typename C>
-  auto Call(F&& fn, C&& classify)
-      -> typename internal::CallReturn<std::invoke_result_t<F&>>::type;
+  auto Call(F&& fn, C&& classify) -> typename internal::CallReturn<std::invoke_result_t<F&>>::type;
 
   // The current state. An expired OPEN stays OPEN here until a call (or the
   // automatic-transition timer) moves it; see docs/semantics.md.
@@ -610,7 +609,10 @@ template <typename R>
 Outcome DefaultClassify(const R& r) {
   if constexpr (std::is_same_v<R, Status>) {
     return r.ok() ? Outcome::Success() : Outcome::Failure();
-  } else if constexpr (requires { r.has_value(); r.error(); }) {
+  } else if constexpr (requires {
+                         r.has_value();
+                         r.error();
+                       }) {
     return r.has_value() ? Outcome::Success() : Outcome::Failure();
   } else {
     return Outcome::Success();
@@ -644,8 +646,8 @@ auto CircuitBreaker::Call(F&& fn) -> typename internal::CallReturn<std::invoke_r
 }
 
 template <typename F, typename C>
-auto CircuitBreaker::Call(F&& fn, C&& classify)
-    -> typename internal::CallReturn<std::invoke_result_t<F&>>::type {
+auto CircuitBreaker::Call(F&& fn, C&& classify) ->
+    typename internal::CallReturn<std::invoke_result_t<F&>>::type {
   using R = std::invoke_result_t<F&>;
   Result<Permit> permit = TryAcquire();
   if (!permit) return std::move(permit).error();

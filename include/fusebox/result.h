@@ -34,10 +34,9 @@ class [[nodiscard]] Result {
 
   // A value. Implicit, so that `return value;` works in a function returning
   // Result<T>.
-  template <typename U = T,
-            typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
-                                        !std::is_same_v<std::decay_t<U>, Result> &&
-                                        !std::is_same_v<std::decay_t<U>, Status>>>
+  template <typename U = T, typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
+                                                        !std::is_same_v<std::decay_t<U>, Result> &&
+                                                        !std::is_same_v<std::decay_t<U>, Status>>>
   Result(U&& value) noexcept(std::is_nothrow_constructible_v<T, U&&>) {  // NOLINT
     ::new (static_cast<void*>(&value_)) T(std::forward<U>(value));
   }
@@ -48,18 +47,14 @@ class [[nodiscard]] Result {
     if (status_.ok()) status_ = Status(StatusCode::kInternal, "OK status given as an error");
   }
 
-  Result(const Result& other)
-    requires std::is_copy_constructible_v<T>
-      : status_(other.status_) {
+  Result(const Result& other) requires std::is_copy_constructible_v<T> : status_(other.status_) {
     if (other.has_value()) ::new (static_cast<void*>(&value_)) T(other.value_);
   }
   Result(Result&& other) noexcept(std::is_nothrow_move_constructible_v<T>)
       : status_(std::move(other.status_)) {
     if (status_.ok()) ::new (static_cast<void*>(&value_)) T(std::move(other.value_));
   }
-  Result& operator=(const Result& other)
-    requires std::is_copy_constructible_v<T>
-  {
+  Result& operator=(const Result& other) requires std::is_copy_constructible_v<T> {
     if (this != &other) {
       Reset();
       status_ = other.status_;

@@ -36,9 +36,6 @@ constexpr TimePoint kEpoch = ManualClock::kEpoch;
 constexpr Duration kTick = Duration(1);  // one nanosecond
 
 // The seed-004 shape: 10 calls, all needed, 50 %, 5 s, 3 probes.
-// Filled field by field rather than with designated initializers: the two
-// std::function members have no default member initializer, so gcc's
-// -Wmissing-field-initializers (in -Wextra) flags any designated list.
 CircuitBreakerConfig CountConfig() {
   CircuitBreakerConfig config;
   config.failure_rate_threshold = 50;

@@ -26,8 +26,7 @@ using ::testing::HasSubstr;
 
 constexpr TimePoint kEpoch = ManualClock::kEpoch;
 
-// Opens after 10 calls at 50 % failures, for 10 s. Filled field by field: see
-// circuit_breaker_test.cc on designated initializers and std::function fields.
+// Opens after 10 calls at 50 % failures, for 10 s.
 CircuitBreakerConfig StormConfig() {
   CircuitBreakerConfig c;
   c.failure_rate_threshold = 50;

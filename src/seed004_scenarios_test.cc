@@ -44,9 +44,7 @@ using fusebox::testing::ManualClock;
 constexpr int kCalls = 40;
 constexpr Duration kTimeout = 3s;
 
-// The seed's application.yml. Filled field by field: the std::function
-// members of CircuitBreakerConfig have no default member initializer, so a
-// designated list trips gcc's -Wmissing-field-initializers.
+// The seed's application.yml.
 CircuitBreakerConfig SeedConfig() {
   CircuitBreakerConfig config;
   config.sliding_window_type = SlidingWindowType::kCountBased;

@@ -21,8 +21,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -189,6 +191,10 @@ std::string_view TransitionReasonName(TransitionReason reason) noexcept {
       return "override_expired";
     case TransitionReason::kOperator:
       return "operator";
+    case TransitionReason::kSharedOpen:
+      return "shared_open";
+    case TransitionReason::kSharedClosed:
+      return "shared_closed";
   }
   return "unknown";
 }
@@ -258,6 +264,9 @@ Status CircuitBreakerConfig::Validate() const {
       call_timing != CallTiming::kCoarse) {
     return bad("call_timing", "must be kAuto, kPrecise or kCoarse");
   }
+  if (shared_probe_lease <= Duration::zero()) {
+    return bad("shared_probe_lease", "must be > 0, got " + ns(shared_probe_lease));
+  }
   return Status();
 }
 
@@ -285,6 +294,17 @@ enum class TimerKind : std::uint8_t { kOpenEnd, kHalfOpenMaxWait, kOverrideExpir
 struct TimerLink {
   std::mutex mu;
   CircuitBreaker* breaker = nullptr;
+};
+
+// Something to tell the shared state, decided under the lock and sent after
+// it, in the order decided (Core::Dispatch()).
+struct SharedAction {
+  enum class Kind : std::uint8_t { kTrip, kClose, kRelease };
+  Kind kind = Kind::kTrip;
+  Duration open_for = Duration::zero();
+  // TransitionReasonName(): static storage.
+  std::string_view reason{};
+  std::string token{};
 };
 
 // One thread's share of fast TIME_BASED successes: high 32 bits the epoch
@@ -344,6 +364,65 @@ struct alignas(64) CircuitBreaker::Core {
   TimerId open_timer FUSEBOX_GUARDED_BY(mu) = 0;
   TimerId half_open_timer FUSEBOX_GUARDED_BY(mu) = 0;
   TimerId override_timer FUSEBOX_GUARDED_BY(mu) = 0;
+
+  // --- Shared state (config.shared_state); all unset without one. ---
+  std::shared_ptr<SharedState> shared;
+  // Lets the shared state reach the breaker only while it is alive: the store
+  // holds a shared_ptr to it, and ~CircuitBreaker() detaches it, waiting for
+  // deliveries in flight. Unlike TimerLink no lock is held while delivering:
+  // a delivery may cause another on the same thread (an in-process store
+  // echoing a trip back to its sender).
+  class Link final : public SharedStateListener {
+   public:
+    void OnSharedOpen(Duration remaining) override {
+      Deliver([&](Core& c) { c.OnSharedOpen(remaining); });
+    }
+    void OnSharedClosed() override {
+      Deliver([](Core& c) { c.OnSharedClosed(); });
+    }
+    void OnSharedResync() override {
+      Deliver([](Core& c) { c.OnSharedResync(); });
+    }
+    void Attach(CircuitBreaker* b) {
+      std::lock_guard<std::mutex> guard(mu_);
+      breaker_ = b;
+    }
+    void Detach() {
+      std::unique_lock<std::mutex> lock(mu_);
+      breaker_ = nullptr;
+      idle_.wait(lock, [&] { return in_flight_ == 0; });
+    }
+
+   private:
+    template <typename F>
+    void Deliver(F&& f) {
+      CircuitBreaker* b;
+      {
+        std::lock_guard<std::mutex> guard(mu_);
+        if ((b = breaker_) == nullptr) return;
+        ++in_flight_;
+      }
+      f(*b->core_);
+      std::lock_guard<std::mutex> guard(mu_);
+      if (--in_flight_ == 0) idle_.notify_all();
+    }
+
+    std::mutex mu_;
+    std::condition_variable idle_;
+    CircuitBreaker* breaker_ = nullptr;
+    int in_flight_ = 0;
+  };
+  std::shared_ptr<Link> shared_link;
+  SharedState::SubscriptionId subscription = 0;
+  // The fleet may know more than this breaker: re-read before the next call
+  // (published as internal::kSharedStaleBit).
+  bool shared_stale FUSEBOX_GUARDED_BY(mu) = false;
+  // The fleet's probe lease, while this breaker holds it (HALF_OPEN only).
+  std::string lease_token FUSEBOX_GUARDED_BY(mu);
+  std::vector<SharedAction> shared_pending FUSEBOX_GUARDED_BY(mu);
+  // One Read() or AcquireProbe() at a time per breaker (single-flight): the
+  // others decide on what is known meanwhile.
+  std::atomic<bool> shared_busy{false};
 
   CircuitBreaker& cb;
   // kTimeBased only.
@@ -469,6 +548,7 @@ struct alignas(64) CircuitBreaker::Core {
     const ListenerList* l = listeners.load(std::memory_order_relaxed);
     const bool listening = l != nullptr && !l->items.empty();
     if (listening) word |= kRejectionListenersBit;
+    if (shared_stale) word |= internal::kSharedStaleBit;
     if (state == State::kClosed && !listening) {
       internal::SlidingWindow& w = closed_window;
       const internal::WindowTotals& t = w.Totals(second);
@@ -556,6 +636,7 @@ struct alignas(64) CircuitBreaker::Core {
     bool probe = (old_word & kProbeMetricsBit) != 0;
     Duration::rep deadline = 0;
     std::optional<TimePoint> retry_at;
+    Duration opened_for = Duration::zero();
     override_info.reset();
     switch (to) {
       case State::kClosed:
@@ -572,7 +653,10 @@ struct alignas(64) CircuitBreaker::Core {
         const TimePoint until = AddSaturated(now, wait);
         deadline = until.time_since_epoch().count();
         retry_at = until;
-        if (cb.config_.automatic_transition_from_open_to_half_open_enabled) {
+        opened_for = wait;
+        // With a shared state, OPEN ends on a call, which takes the fleet's
+        // probe lease (a timer thread must not wait for the store).
+        if (cb.config_.automatic_transition_from_open_to_half_open_enabled && !shared) {
           open_timer = ScheduleLocked(until, TimerKind::kOpenEnd, epoch);
         }
         break;
@@ -618,6 +702,7 @@ struct alignas(64) CircuitBreaker::Core {
     }
     state_since = now;
     cb.deadline_ns_.store(deadline, std::memory_order_relaxed);
+    if (shared) ShareTransitionLocked(from, to, reason, opened_for);
     PublishLocked(to, epoch, probe, second);
 
     if (listening) {
@@ -637,13 +722,47 @@ struct alignas(64) CircuitBreaker::Core {
     }
   }
 
+  void QueueSharedLocked(SharedAction action) FUSEBOX_REQUIRES(mu) {
+    shared_pending.push_back(std::move(action));
+    has_pending.store(true, std::memory_order_relaxed);
+  }
+
+  // What the fleet must hear of a transition: every OPEN this breaker decides
+  // (which also fences its own lease, if it held one), and the end of its
+  // lease otherwise. Transitions the fleet caused are not echoed back.
+  void ShareTransitionLocked(State from, State to, TransitionReason reason, Duration opened_for)
+      FUSEBOX_REQUIRES(mu) {
+    std::string token = std::exchange(lease_token, std::string());
+    if (reason == TransitionReason::kSharedOpen || reason == TransitionReason::kSharedClosed) {
+      return;  // A trip or close elsewhere has already ended any lease held here.
+    }
+    if (to == State::kOpen) {
+      QueueSharedLocked({SharedAction::Kind::kTrip, opened_for, TransitionReasonName(reason), {}});
+      return;
+    }
+    if (token.empty()) return;
+    const bool closed_by_probes = from == State::kHalfOpen && to == State::kClosed &&
+                                  reason == TransitionReason::kProbesSucceeded;
+    QueueSharedLocked({closed_by_probes ? SharedAction::Kind::kClose : SharedAction::Kind::kRelease,
+                       Duration::zero(),
+                       {},
+                       std::move(token)});
+  }
+
   // Extends an OPEN state to `until` when that is later (a shorter hint never
-  // shortens a longer open).
-  void ExtendOpenLocked(TimePoint now, Duration open_for) FUSEBOX_REQUIRES(mu) {
+  // shortens a longer open). `share`: tell the fleet (not when the extension
+  // came from it).
+  void ExtendOpenLocked(TimePoint now, Duration open_for, bool share = true) FUSEBOX_REQUIRES(mu) {
     const TimePoint until = AddSaturated(now, open_for);
     const TimePoint current(Duration(cb.deadline_ns_.load(std::memory_order_relaxed)));
     if (until <= current) return;
     cb.deadline_ns_.store(until.time_since_epoch().count(), std::memory_order_relaxed);
+    if (shared && share) {
+      QueueSharedLocked({SharedAction::Kind::kTrip,
+                         open_for,
+                         TransitionReasonName(TransitionReason::kOpenForHint),
+                         {}});
+    }
     // The automatic-transition timer, if any, re-checks the deadline and
     // reschedules itself.
     if (HasListeners()) {
@@ -667,13 +786,18 @@ struct alignas(64) CircuitBreaker::Core {
     // responsible for delivering.
     if (!has_pending.load(std::memory_order_relaxed)) return;
     std::vector<PendingTransition> batch;
+    std::vector<SharedAction> actions;
     internal::SpinMutexLock lock(&mu);
-    if (dispatching || pending.empty()) return;
+    if (dispatching || (pending.empty() && shared_pending.empty())) return;
     dispatching = true;
-    while (!pending.empty()) {
+    while (!pending.empty() || !shared_pending.empty()) {
       batch.clear();
       batch.swap(pending);
+      actions.clear();
+      actions.swap(shared_pending);
       mu.Unlock();
+      // The fleet first: it should hear of an OPEN before listeners run.
+      for (SharedAction& a : actions) RunShared(a);
       const ListenerList* l = listeners.load(std::memory_order_acquire);
       for (PendingTransition& p : batch) {
         p.event.breaker = cb.name_;
@@ -692,6 +816,99 @@ struct alignas(64) CircuitBreaker::Core {
     }
     has_pending.store(false, std::memory_order_relaxed);
     dispatching = false;
+  }
+
+  void RunShared(const SharedAction& a) {
+    switch (a.kind) {
+      case SharedAction::Kind::kTrip:
+        shared->Trip(cb.name_, a.open_for, a.reason);
+        break;
+      case SharedAction::Kind::kClose:
+        shared->Close(cb.name_, a.token);
+        break;
+      case SharedAction::Kind::kRelease:
+        shared->Release(cb.name_, a.token);
+        break;
+    }
+  }
+
+  // --- From the fleet (through SharedLink) ---
+
+  void OnSharedOpen(Duration remaining) {
+    {
+      internal::SpinMutexLock lock(&mu);
+      const TimePoint now = cb.clock_.Now();
+      const State state = StateOf(cb.word_.load(std::memory_order_relaxed));
+      if (state == State::kClosed || state == State::kHalfOpen) {
+        TransitionLocked(State::kOpen, TransitionReason::kSharedOpen, now,
+                         std::max(remaining, Duration(1)));
+      } else if (state == State::kOpen) {
+        ExtendOpenLocked(now, remaining, /*share=*/false);
+      }
+      // An operator state stays as the operator set it.
+    }
+    Dispatch();
+  }
+
+  void OnSharedClosed() {
+    {
+      internal::SpinMutexLock lock(&mu);
+      const State state = StateOf(cb.word_.load(std::memory_order_relaxed));
+      if (state == State::kOpen || state == State::kHalfOpen) {
+        TransitionLocked(State::kClosed, TransitionReason::kSharedClosed, cb.clock_.Now());
+      }
+    }
+    Dispatch();
+  }
+
+  void OnSharedResync() {
+    {
+      internal::SpinMutexLock lock(&mu);
+      shared_stale = true;
+      // Replays a local OPEN the fleet may have missed; Trip() never shortens
+      // a longer one.
+      if (StateOf(cb.word_.load(std::memory_order_relaxed)) == State::kOpen) {
+        const TimePoint until(Duration(cb.deadline_ns_.load(std::memory_order_relaxed)));
+        const TimePoint now = cb.clock_.Now();
+        if (until > now) {
+          QueueSharedLocked({SharedAction::Kind::kTrip, until - now, "replay", {}});
+        }
+      }
+      Republish(SecondOf(cb.clock_.CoarseNow()));
+    }
+    Dispatch();
+  }
+
+  // Re-reads the fleet's view (kSharedStaleBit), once at a time. What the
+  // fleet says can open this breaker or extend its OPEN, never close it: a
+  // close arrives as OnSharedClosed(), or comes from this breaker's own probe.
+  void SyncShared() {
+    if (shared_busy.exchange(true, std::memory_order_acquire)) return;
+    const Result<SharedCircuitView> view = shared->Read(cb.name_);
+    {
+      internal::SpinMutexLock lock(&mu);
+      // Cleared even when the store did not answer: it calls OnSharedResync()
+      // again once it is back, and meanwhile every call would ask it again.
+      shared_stale = false;
+      const TimePoint now = cb.clock_.Now();
+      const State state = StateOf(cb.word_.load(std::memory_order_relaxed));
+      if (view.has_value() && view->kind == SharedCircuitView::Kind::kOpen) {
+        if (state == State::kClosed || (state == State::kHalfOpen && lease_token.empty())) {
+          TransitionLocked(State::kOpen, TransitionReason::kSharedOpen, now,
+                           std::max(view->open_remaining, Duration(1)));
+        } else if (state == State::kOpen) {
+          ExtendOpenLocked(now, view->open_remaining, /*share=*/false);
+        }
+      } else if (view.has_value() && view->kind == SharedCircuitView::Kind::kRecovering &&
+                 state == State::kClosed) {
+        // The fleet waits for a probe: join it as OPEN-and-over, so that the
+        // next call competes for the lease.
+        TransitionLocked(State::kOpen, TransitionReason::kSharedOpen, now, Duration(1));
+      }
+      Republish(SecondOf(cb.clock_.CoarseNow()));
+    }
+    shared_busy.store(false, std::memory_order_release);
+    Dispatch();
   }
 
   void NotifyOutcome(const OutcomeEvent& event) {
@@ -724,6 +941,29 @@ struct alignas(64) CircuitBreaker::Core {
     Bump(cb.counters_[slot].rejected[(word & kProbeMetricsBit) ? 1 : 0], slot);
     if (word & kRejectionListenersBit) NotifyRejection(StateOf(word), reason, retry_at);
     return Status::Rejected(StatusCode::kCircuitOpen, reason, retry_at);
+  }
+
+  // Admission in the state of `word`, once timers have been caught up with:
+  // nullptr (admitted; `half_open_slot` says whether it took a probe slot) or
+  // the rejection reason, with `retry_at` when the state has an end.
+  const char* AdmitLocked(std::uint64_t word, bool& half_open_slot,
+                          std::optional<TimePoint>& retry_at) FUSEBOX_REQUIRES(mu) {
+    switch (StateOf(word)) {
+      case State::kHalfOpen:
+        if (half_open_available <= 0) return "half_open_full";
+        --half_open_available;
+        half_open_slot = true;
+        return nullptr;
+      case State::kOpen:
+      case State::kForcedOpen: {
+        // Reopened by a max-wait timeout, or another thread got here first.
+        const Duration::rep d = cb.deadline_ns_.load(std::memory_order_relaxed);
+        if (d != 0) retry_at = TimePoint(Duration(d));
+        return StateOf(word) == State::kOpen ? "open" : "forced_open";
+      }
+      default:
+        return nullptr;  // CLOSED or an admitting operator state.
+    }
   }
 
   // Whether a half-open verdict is due, and which; then transitions.
@@ -810,7 +1050,8 @@ struct alignas(64) CircuitBreaker::Core {
     const Duration::rep deadline = cb.deadline_ns_.load(std::memory_order_relaxed);
     if (state == State::kOpen) {
       // Strict, as Resilience4j's OpenState: admitted only after the deadline.
-      if (now.time_since_epoch().count() > deadline) {
+      // With a shared state only AcquireSharedProbe() ends OPEN.
+      if (!shared && now.time_since_epoch().count() > deadline) {
         TransitionLocked(State::kHalfOpen, TransitionReason::kWaitElapsed, now);
       }
     } else if (state == State::kHalfOpen) {
@@ -857,13 +1098,31 @@ CircuitBreaker::CircuitBreaker(std::string name, CircuitBreakerConfig config, Cl
   if (config_.sliding_window_type == SlidingWindowType::kTimeBased) {
     core_->stripes = std::make_unique<Stripe[]>(kStripes);
   }
+  if (config_.shared_state) {
+    core_->shared = config_.shared_state;
+    core_->shared_link = std::make_shared<Core::Link>();
+    core_->shared_link->Attach(this);
+    core_->subscription = core_->shared->Subscribe(name_, core_->shared_link);
+  }
   const TimePoint now = clock_.Now();
   internal::SpinMutexLock lock(&core_->mu);
   core_->state_since = now;
+  // A new breaker knows nothing of the fleet yet: its first call reads it.
+  core_->shared_stale = core_->shared != nullptr;
   core_->PublishLocked(State::kClosed, 0, false, SecondOf(clock_.CoarseNow()));
 }
 
 CircuitBreaker::~CircuitBreaker() {
+  if (core_->shared) {
+    core_->shared_link->Detach();
+    core_->shared->Unsubscribe(core_->subscription);
+    std::string token;
+    {
+      internal::SpinMutexLock lock(&core_->mu);
+      token = std::exchange(core_->lease_token, std::string());
+    }
+    if (!token.empty()) core_->shared->Release(name_, token);
+  }
   {
     // Waits for a running timer callback; later ones find no breaker.
     std::lock_guard<std::mutex> guard(core_->link->mu);
@@ -877,6 +1136,11 @@ CircuitBreaker::~CircuitBreaker() {
 }
 
 Result<Permit> CircuitBreaker::TryAcquireSlow(std::uint64_t word) noexcept {
+  if (word & internal::kSharedStaleBit) [[unlikely]] {
+    core_->SyncShared();
+    word = word_.load(std::memory_order_acquire);
+    if (StateOf(word) == State::kClosed) return Permit(this, EpochOf(word), false);
+  }
   const State state = StateOf(word);
   const Duration::rep deadline = deadline_ns_.load(std::memory_order_relaxed);
   switch (state) {
@@ -898,7 +1162,10 @@ Result<Permit> CircuitBreaker::TryAcquireSlow(std::uint64_t word) noexcept {
         }
         return Status::Rejected(StatusCode::kCircuitOpen, "open", until);
       }
-      break;  // The wait is over: move to HALF_OPEN under the lock.
+      // The wait is over: move to HALF_OPEN under the lock, or with a shared
+      // state once the fleet's lease is ours.
+      if (core_->shared) return AcquireSharedProbe(word);
+      break;
     }
     case State::kForcedOpen:
       if (deadline == 0 || clock_.CoarseNow().time_since_epoch().count() < deadline) {
@@ -928,27 +1195,68 @@ Result<Permit> CircuitBreaker::TryAcquireSlow(std::uint64_t word) noexcept {
     internal::SpinMutexLock lock(&core_->mu);
     word = core_->CatchUpLocked(clock_.Now());
     epoch = EpochOf(word);
-    switch (StateOf(word)) {
-      case State::kHalfOpen:
-        if (core_->half_open_available > 0) {
-          --core_->half_open_available;
-          half_open_slot = true;
-        } else {
-          reject_reason = "half_open_full";
-        }
-        break;
-      case State::kOpen:
-      case State::kForcedOpen: {
-        // Reopened by a max-wait timeout, or another thread got here first.
-        reject_reason = StateOf(word) == State::kOpen ? "open" : "forced_open";
-        const Duration::rep d = deadline_ns_.load(std::memory_order_relaxed);
-        if (d != 0) retry_at = TimePoint(Duration(d));
-        break;
-      }
-      default:
-        break;  // CLOSED or an admitting operator state.
-    }
+    reject_reason = core_->AdmitLocked(word, half_open_slot, retry_at);
   }
+  core_->Dispatch();
+  if (reject_reason != nullptr) return core_->Reject(word, reject_reason, retry_at);
+  return Permit(this, epoch, half_open_slot);
+}
+
+Result<Permit> CircuitBreaker::AcquireSharedProbe(std::uint64_t word) noexcept {
+  // One call per breaker asks the store (it may block for the store's
+  // timeout); calls meanwhile are rejected as OPEN, as they would be anywhere
+  // in the fleet while one instance probes.
+  if (core_->shared_busy.exchange(true, std::memory_order_acquire)) {
+    return core_->Reject(word, "open",
+                         TimePoint(Duration(deadline_ns_.load(std::memory_order_relaxed))));
+  }
+  ProbeLease lease = core_->shared->AcquireProbe(name_, config_.shared_probe_lease);
+  const char* reject_reason = nullptr;
+  std::optional<TimePoint> retry_at;
+  std::uint32_t epoch = 0;
+  bool half_open_slot = false;
+  std::string unused_token;
+  {
+    internal::SpinMutexLock lock(&core_->mu);
+    const TimePoint now = clock_.Now();
+    const std::uint64_t now_word = word_.load(std::memory_order_relaxed);
+    if (StateOf(now_word) != State::kOpen || EpochOf(now_word) != EpochOf(word)) {
+      // Something else ended this OPEN while we asked (a close or trip from the
+      // fleet, an operator): the lease, if any, is not needed.
+      if (lease.verdict == ProbeLease::Verdict::kProbe) unused_token = std::move(lease.token);
+    } else {
+      switch (lease.verdict) {
+        case ProbeLease::Verdict::kProbe:
+        case ProbeLease::Verdict::kClosed:
+        case ProbeLease::Verdict::kUnavailable:
+          // Ours to probe; or nothing to wait for in the fleet; or no fleet to
+          // ask (fail-open): HALF_OPEN as a local breaker would.
+          core_->TransitionLocked(State::kHalfOpen, TransitionReason::kWaitElapsed, now);
+          if (lease.verdict == ProbeLease::Verdict::kProbe) {
+            core_->lease_token = std::move(lease.token);
+          }
+          break;
+        case ProbeLease::Verdict::kOpen:
+          core_->ExtendOpenLocked(now, lease.remaining, /*share=*/false);
+          break;
+        case ProbeLease::Verdict::kBusy: {
+          // Another instance probes. Its close or trip will be pushed; ask
+          // again after its lease ends at the latest, or in a second if the
+          // push is lost.
+          const Duration recheck =
+              std::clamp(lease.remaining, Duration(1), Duration(std::chrono::seconds(1)));
+          deadline_ns_.store(Core::AddSaturated(now, recheck).time_since_epoch().count(),
+                             std::memory_order_relaxed);
+          break;
+        }
+      }
+    }
+    word = word_.load(std::memory_order_relaxed);
+    epoch = EpochOf(word);
+    reject_reason = core_->AdmitLocked(word, half_open_slot, retry_at);
+  }
+  core_->shared_busy.store(false, std::memory_order_release);
+  if (!unused_token.empty()) core_->shared->Release(name_, unused_token);
   core_->Dispatch();
   if (reject_reason != nullptr) return core_->Reject(word, reject_reason, retry_at);
   return Permit(this, epoch, half_open_slot);

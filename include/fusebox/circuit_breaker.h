@@ -56,6 +56,7 @@
 #include "fusebox/backoff.h"
 #include "fusebox/clock.h"
 #include "fusebox/result.h"
+#include "fusebox/shared_state.h"
 #include "fusebox/status.h"
 
 namespace fusebox {
@@ -222,6 +223,19 @@ struct CircuitBreakerConfig {
   // Default: kAuto.
   CallTiming call_timing = CallTiming::kAuto;
 
+  // --- Fleet (fusebox/shared_state.h, docs/distributed.md) ---
+  // When set, the breaker shares its OPEN state and its recovery probe with
+  // every breaker of the same name on this store: a local trip is sent to the
+  // fleet, a trip elsewhere opens this breaker, and OPEN ends with at most one
+  // probe in the whole fleet. With a store attached, OPEN -> HALF_OPEN always
+  // happens on a call (it needs the lease), even with automatic transition.
+  // Every store failure leaves the breaker working locally. Default: unset.
+  std::shared_ptr<SharedState> shared_state = nullptr;
+  // How long a probe lease lasts before another instance may probe, if its
+  // holder neither closes nor trips (it crashed or hangs): the longest a probe
+  // call may take, plus a margin (> 0). Default: 30 s.
+  Duration shared_probe_lease = std::chrono::seconds(30);
+
   // OK, or kInvalidArgument naming the first field at fault and its rule,
   // e.g. "failure_rate_threshold must be in (0, 100], got 0".
   Status Validate() const;
@@ -263,6 +277,8 @@ enum class TransitionReason : std::uint8_t {
   kHalfOpenTimeout,      // HALF_OPEN -> max_wait target
   kOverrideExpired,      // operator state -> CLOSED
   kOperator,             // ForceOpen, ForceClosed, Disable, MetricsOnly, Reset, TransitionTo*
+  kSharedOpen,           // -> OPEN (or OPEN extended): another instance tripped the circuit
+  kSharedClosed,         // OPEN or HALF_OPEN -> CLOSED: another instance's probe succeeded
 };
 
 // "failure_rate_exceeded", "slow_call_rate_exceeded", ...: stable snake_case
@@ -355,6 +371,10 @@ inline constexpr std::uint64_t kRejectionListenersBit = 1u << 7;
 // batch just before the next locked operation (which applies them first) give
 // exactly the ring that applying them one by one gives.
 inline constexpr std::uint64_t kDeferSuccessBit = 1u << 8;
+// The shared state may know something this breaker does not (it was just
+// created, or the store reconnected): the next call re-reads it first. In the
+// CLOSED test of TryAcquire() it costs nothing: the same one-instruction mask.
+inline constexpr std::uint64_t kSharedStaleBit = 1u << 9;
 inline constexpr int kEpochShift = 32;
 
 template <typename R>
@@ -505,6 +525,7 @@ class CircuitBreaker {
   }
 
   Result<Permit> TryAcquireSlow(std::uint64_t word) noexcept;
+  Result<Permit> AcquireSharedProbe(std::uint64_t word) noexcept;
   void RecordSuccess(std::uint32_t epoch, bool half_open_slot, Duration d) noexcept;
   void RecordSlow(std::uint32_t epoch, bool half_open_slot, const Outcome& outcome) noexcept;
   void ReleasePermit(std::uint32_t epoch, bool half_open_slot) noexcept;
@@ -555,7 +576,8 @@ inline Result<Permit> CircuitBreaker::TryAcquire() noexcept {
   // Acquire pairs with the release store of every transition: a permit issued
   // in CLOSED sees the window and config state of the epoch it carries.
   const std::uint64_t word = word_.load(std::memory_order_acquire);
-  if (StateOf(word) == State::kClosed) [[likely]] {
+  // kClosed is 0: CLOSED and nothing to re-read from the shared state.
+  if ((word & (internal::kStateMask | internal::kSharedStaleBit)) == 0) [[likely]] {
     return Permit(this, EpochOf(word), /*half_open_slot=*/false);
   }
   return TryAcquireSlow(word);

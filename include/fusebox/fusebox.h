@@ -17,6 +17,7 @@
 #include "fusebox/registry.h"         // IWYU pragma: export
 #include "fusebox/result.h"           // IWYU pragma: export
 #include "fusebox/retry.h"            // IWYU pragma: export
+#include "fusebox/shared_state.h"     // IWYU pragma: export
 #include "fusebox/snapshot_store.h"   // IWYU pragma: export
 #include "fusebox/stale_cache.h"      // IWYU pragma: export
 #include "fusebox/status.h"           // IWYU pragma: export

@@ -1,0 +1,138 @@
+// fusebox/shared_state.h: what instances of a fleet tell each other about a
+// circuit.
+//
+// Many instances of a service call the same dependency (seed 000: many API
+// servers, one rate-limited Meta account). When one of them learns "stop for
+// D" (a 429 with Retry-After, or its window trips), every instance should stop,
+// and when the wait ends exactly one of them should probe. A SharedState
+// carries only those rare facts, never per-call counts:
+//
+//   - OPEN for a duration: Trip(). A later trip extends it only if it is
+//     longer; a trip also ends any probe lease in flight (fencing).
+//   - After OPEN, a recovery marker: the circuit is neither open nor closed
+//     until one instance holds the probe lease (AcquireProbe()) and reports
+//     success (Close(lease token)) or trips again. The marker expires after a
+//     grace period if nobody probes, and the circuit is then closed.
+//   - Changes are pushed to every subscriber (Subscribe()), so each instance
+//     keeps its breaker in step without asking on every call.
+//
+// Nothing here is a timestamp of this process: durations only, measured by
+// whoever keeps the state (Redis' own clock for the Redis store).
+//
+// A CircuitBreaker uses it when CircuitBreakerConfig::shared_state is set:
+// local decisions first (its own window trips it at once, then it calls
+// Trip()), a pushed OPEN honoured, the fleet's single probe lease taken before
+// HALF_OPEN admits a call, and every failure of the store treated as "no
+// news": the breaker goes on as a local one (fail-open). See
+// docs/distributed.md.
+//
+// Implementations: testing::InProcessSharedState (several breakers in one
+// process: tests, the simulator, one host) and redis::RedisSharedState
+// (fusebox::redis).
+//
+// Thread-safe: every method may be called from any thread.
+#ifndef FUSEBOX_SHARED_STATE_H_
+#define FUSEBOX_SHARED_STATE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "fusebox/clock.h"
+#include "fusebox/result.h"
+
+namespace fusebox {
+
+// What the fleet knows about one circuit.
+struct SharedCircuitView {
+  enum class Kind : std::uint8_t {
+    // Neither open nor recovering.
+    kClosed,
+    // OPEN for `open_remaining` more.
+    kOpen,
+    // The OPEN time is over and nobody has closed it yet: one instance must
+    // take the probe lease and probe.
+    kRecovering,
+  };
+  Kind kind = Kind::kClosed;
+  Duration open_remaining = Duration::zero();
+};
+
+// The answer to AcquireProbe().
+struct ProbeLease {
+  enum class Verdict : std::uint8_t {
+    // This instance holds the lease: it may probe. Pass `token` to Close() or
+    // Release().
+    kProbe,
+    // Another instance holds it, for `remaining` more at most.
+    kBusy,
+    // Someone tripped it again: OPEN for `remaining` more.
+    kOpen,
+    // Nothing to recover: the circuit is closed in the fleet.
+    kClosed,
+    // The store could not answer (down, timed out, not connected): decide
+    // locally.
+    kUnavailable,
+  };
+  Verdict verdict = Verdict::kUnavailable;
+  Duration remaining = Duration::zero();
+  std::string token{};
+};
+
+// Receives the changes of the circuits it subscribed to, on a thread of the
+// store (the Redis subscriber) or on the thread that caused the change
+// (InProcessSharedState). Must not block.
+class SharedStateListener {
+ public:
+  virtual ~SharedStateListener() = default;
+  // The circuit is OPEN for `remaining` more (a trip somewhere in the fleet,
+  // possibly this instance's own).
+  virtual void OnSharedOpen(Duration remaining) = 0;
+  // A probe succeeded somewhere: the circuit is closed.
+  virtual void OnSharedClosed() = 0;
+  // Changes may have been missed (the store reconnected): re-read the circuit
+  // before trusting the local view again, and re-send any OPEN the fleet may
+  // not know about (Trip() never shortens a longer one).
+  virtual void OnSharedResync() = 0;
+};
+
+class SharedState {
+ public:
+  using SubscriptionId = std::uint64_t;
+
+  virtual ~SharedState() = default;
+
+  // Pushes the changes of `circuit` to `listener` until Unsubscribe(). The
+  // store keeps the listener alive while it may call it.
+  virtual SubscriptionId Subscribe(std::string_view circuit,
+                                   std::shared_ptr<SharedStateListener> listener) = 0;
+  // After it returns, the listener is not called again by this store, except
+  // by a call already running on another thread.
+  virtual void Unsubscribe(SubscriptionId id) = 0;
+
+  // The fleet's view of `circuit`. May block, for at most the store's own
+  // timeout; kUnavailable when the store cannot answer.
+  virtual Result<SharedCircuitView> Read(std::string_view circuit) = 0;
+
+  // OPEN for `open_for` unless already open for longer; ends any probe lease
+  // in flight. `reason` is kept for operators ("failure_rate_exceeded"). Does
+  // not block: a store that needs I/O queues it. Errors are the store's to
+  // count; the caller has already opened locally.
+  virtual void Trip(std::string_view circuit, Duration open_for, std::string_view reason) = 0;
+
+  // Asks for the single probe of a recovering circuit, held for at most
+  // `lease_for`. May block, for at most the store's timeout.
+  virtual ProbeLease AcquireProbe(std::string_view circuit, Duration lease_for) = 0;
+
+  // The probe holding `token` succeeded: closes the circuit for the fleet,
+  // unless the lease was lost (expired, or fenced by a trip). Does not block.
+  virtual void Close(std::string_view circuit, std::string_view token) = 0;
+
+  // Gives the lease back without a verdict. Does not block.
+  virtual void Release(std::string_view circuit, std::string_view token) = 0;
+};
+
+}  // namespace fusebox
+
+#endif  // FUSEBOX_SHARED_STATE_H_

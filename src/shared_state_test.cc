@@ -1,0 +1,406 @@
+// A breaker with a SharedState: several breakers of one name on one
+// InProcessSharedState behave as instances of a fleet (seed 000). The Redis
+// store runs the same rules; tests/redis checks it against a real server.
+#include "fusebox/shared_state.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fusebox/circuit_breaker.h"
+#include "fusebox/registry.h"
+#include "fusebox/testing/in_process_shared_state.h"
+#include "fusebox/testing/manual_clock.h"
+
+namespace fusebox {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::InProcessSharedState;
+using testing::ManualClock;
+
+constexpr std::string_view kCircuit = "meta:read:17841400000000000:quota";
+
+class Recorder : public CircuitBreakerListener {
+ public:
+  void OnTransition(const TransitionEvent& e) override {
+    transitions.push_back({e.from, e.to, e.reason});
+  }
+  struct T {
+    State from, to;
+    TransitionReason reason;
+  };
+  std::vector<T> transitions;
+};
+
+class SharedStateTest : public ::testing::Test {
+ protected:
+  SharedStateTest() : fleet_(std::make_shared<InProcessSharedState>(clock_)) {}
+
+  CircuitBreakerConfig Config() {
+    CircuitBreakerConfig c;
+    c.failure_rate_threshold = 50;
+    c.sliding_window_size = 4;
+    c.minimum_number_of_calls = 4;
+    c.permitted_number_of_calls_in_half_open_state = 1;
+    c.wait_duration_in_open_state = seconds(30);
+    c.shared_state = fleet_;
+    c.shared_probe_lease = seconds(10);
+    return c;
+  }
+
+  std::unique_ptr<CircuitBreaker> Instance(CircuitBreakerConfig c) {
+    return *CircuitBreaker::Create(std::string(kCircuit), std::move(c), clock_);
+  }
+  std::unique_ptr<CircuitBreaker> Instance() { return Instance(Config()); }
+
+  // Fails calls until `b` opens (at most a window's worth).
+  static void Trip(CircuitBreaker& b) {
+    for (int i = 0; i < 4 && b.state() == State::kClosed; ++i) {
+      auto p = b.TryAcquire();
+      ASSERT_TRUE(p.has_value());
+      p->Failure(milliseconds(1));
+    }
+    ASSERT_EQ(b.state(), State::kOpen);
+  }
+
+  ManualClock clock_;
+  std::shared_ptr<InProcessSharedState> fleet_;
+};
+
+TEST_F(SharedStateTest, ALocalTripOpensEveryInstanceWithoutACallToThem) {
+  auto a = Instance();
+  auto b = Instance();
+  auto recorder = std::make_shared<Recorder>();
+  b->AddListener(recorder);
+  Trip(*a);
+  EXPECT_EQ(b->state(), State::kOpen);
+  ASSERT_EQ(recorder->transitions.size(), 1u);
+  EXPECT_EQ(recorder->transitions[0].reason, TransitionReason::kSharedOpen);
+  EXPECT_EQ(TransitionReasonName(TransitionReason::kSharedOpen), "shared_open");
+  auto rejected = b->TryAcquire();
+  ASSERT_FALSE(rejected.has_value());
+  EXPECT_EQ(rejected.error().code(), StatusCode::kCircuitOpen);
+  ASSERT_TRUE(rejected.error().retry_at().has_value());
+  EXPECT_EQ(*rejected.error().retry_at(), clock_.Now() + seconds(30));
+  EXPECT_EQ(fleet_->trip_reason(kCircuit), "failure_rate_exceeded");
+  EXPECT_EQ(fleet_->counters().trips, 1);
+}
+
+TEST_F(SharedStateTest, ExactlyOneProbeInTheFleetThenItsSuccessClosesEveryone) {
+  std::vector<std::unique_ptr<CircuitBreaker>> fleet;
+  for (int i = 0; i < 5; ++i) fleet.push_back(Instance());
+  Trip(*fleet[0]);
+  // One nanosecond before the end of the wait, everyone is still OPEN.
+  clock_.Advance(seconds(30) - std::chrono::nanoseconds(1));
+  for (auto& b : fleet) EXPECT_FALSE(b->TryAcquire().has_value());
+  clock_.Advance(std::chrono::nanoseconds(2));
+  int probes = 0;
+  std::optional<Permit> probe;
+  for (int round = 0; round < 3; ++round) {
+    for (auto& b : fleet) {
+      auto p = b->TryAcquire();
+      if (p.has_value()) {
+        ++probes;
+        probe.emplace(std::move(*p));
+      } else {
+        EXPECT_EQ(p.error().code(), StatusCode::kCircuitOpen);
+      }
+    }
+  }
+  EXPECT_EQ(probes, 1);
+  EXPECT_EQ(fleet_->counters().probes_granted, 1);
+  probe->Success(milliseconds(5));
+  for (auto& b : fleet) EXPECT_EQ(b->state(), State::kClosed);
+  EXPECT_EQ(fleet_->counters().closes, 1);
+  auto view = fleet_->Read(kCircuit);
+  ASSERT_TRUE(view.has_value());
+  EXPECT_EQ(view->kind, SharedCircuitView::Kind::kClosed);
+}
+
+TEST_F(SharedStateTest, AFailedProbeReopensTheFleetForANewWait) {
+  auto a = Instance();
+  auto b = Instance();
+  Trip(*a);
+  clock_.Advance(seconds(31));
+  auto probe = b->TryAcquire();
+  ASSERT_TRUE(probe.has_value());
+  EXPECT_EQ(b->state(), State::kHalfOpen);
+  EXPECT_FALSE(a->TryAcquire().has_value());  // busy: b probes
+  probe->Failure(milliseconds(1));
+  EXPECT_EQ(b->state(), State::kOpen);
+  EXPECT_EQ(a->state(), State::kOpen);
+  auto r = a->TryAcquire();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(*r.error().retry_at(), clock_.Now() + seconds(30));
+  EXPECT_EQ(fleet_->trip_reason(kCircuit), "probes_failed");
+}
+
+TEST_F(SharedStateTest, ALongerHintIsKeptWhenAShorterTripFollows) {
+  auto a = Instance();
+  auto b = Instance();
+  {
+    auto p = a->TryAcquire();
+    p->Record(Outcome::OpenFor(seconds(120)));
+  }
+  EXPECT_EQ(b->state(), State::kOpen);
+  // b's own (shorter) trip cannot shorten the fleet's OPEN.
+  fleet_->Trip(kCircuit, seconds(10), "failure_rate_exceeded");
+  EXPECT_EQ(fleet_->counters().trips_kept, 1);
+  auto view = fleet_->Read(kCircuit);
+  EXPECT_EQ(view->kind, SharedCircuitView::Kind::kOpen);
+  EXPECT_EQ(view->open_remaining, seconds(120));
+  clock_.Advance(seconds(60));
+  EXPECT_FALSE(b->TryAcquire().has_value());
+  EXPECT_FALSE(a->TryAcquire().has_value());
+}
+
+TEST_F(SharedStateTest, AnOpenHintExtendsTheFleetsOpen) {
+  auto a = Instance();
+  auto b = Instance();
+  Trip(*a);
+  clock_.Advance(seconds(10));
+  {
+    // A late call of b (admitted before the trip) brings a Retry-After.
+    fleet_->Trip(kCircuit, seconds(90), "retry_after_hint");
+  }
+  auto r = a->TryAcquire();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(*r.error().retry_at(), clock_.Now() + seconds(90));
+}
+
+TEST_F(SharedStateTest, ACrashedLeaseHolderBlocksProbesOnlyUntilItsLeaseEnds) {
+  auto a = Instance();
+  auto b = Instance();
+  Trip(*a);
+  clock_.Advance(seconds(31));
+  // An instance that takes the lease and dies without a word.
+  ProbeLease crashed = fleet_->AcquireProbe(kCircuit, seconds(10));
+  ASSERT_EQ(crashed.verdict, ProbeLease::Verdict::kProbe);
+  EXPECT_FALSE(a->TryAcquire().has_value());
+  EXPECT_FALSE(b->TryAcquire().has_value());
+  clock_.Advance(seconds(10));
+  std::vector<Permit> probes;
+  for (auto* x : {a.get(), b.get(), a.get(), b.get()}) {
+    auto p = x->TryAcquire();
+    if (p.has_value()) probes.push_back(std::move(*p));
+  }
+  ASSERT_EQ(probes.size(), 1u);
+  probes[0].Success(milliseconds(1));
+  EXPECT_EQ(a->state(), State::kClosed);
+  EXPECT_EQ(b->state(), State::kClosed);
+}
+
+TEST_F(SharedStateTest, ATripDuringAProbeFencesIt) {
+  auto a = Instance();
+  auto b = Instance();
+  Trip(*a);
+  clock_.Advance(seconds(31));
+  auto probe = a->TryAcquire();
+  ASSERT_TRUE(probe.has_value());
+  // Meanwhile b learns of a rate limit from a call admitted earlier.
+  fleet_->Trip(kCircuit, seconds(60), "retry_after_hint");
+  EXPECT_EQ(a->state(), State::kOpen);
+  probe->Success(milliseconds(1));  // Too late: recorded into the new OPEN.
+  EXPECT_EQ(a->state(), State::kOpen);
+  EXPECT_EQ(b->state(), State::kOpen);
+  EXPECT_EQ(fleet_->Read(kCircuit)->kind, SharedCircuitView::Kind::kOpen);
+  EXPECT_EQ(fleet_->counters().closes, 0);
+}
+
+TEST_F(SharedStateTest, ADestroyedHolderGivesItsLeaseBack) {
+  auto a = Instance();
+  auto b = Instance();
+  Trip(*a);
+  clock_.Advance(seconds(31));
+  {
+    auto probe = a->TryAcquire();
+    ASSERT_TRUE(probe.has_value());
+    probe->Ignore();
+  }
+  a.reset();  // Evicted, or its instance shuts down, in HALF_OPEN.
+  EXPECT_EQ(fleet_->counters().releases, 1);
+  clock_.Advance(seconds(2));  // b's recheck after "busy"
+  auto p = b->TryAcquire();
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(b->state(), State::kHalfOpen);
+}
+
+TEST_F(SharedStateTest, ANewInstanceLearnsOfAnOpenOnItsFirstCallWithOneRead) {
+  auto a = Instance();
+  Trip(*a);
+  const auto reads_before = fleet_->counters().reads;
+  auto late = Instance();  // Created after the trip: missed the push.
+  EXPECT_EQ(late->state(), State::kClosed);
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(late->TryAcquire().has_value());
+  EXPECT_EQ(late->state(), State::kOpen);
+  EXPECT_EQ(fleet_->counters().reads - reads_before, 1);
+}
+
+TEST_F(SharedStateTest, AClosedCircuitCostsOneReadThenNone) {
+  auto a = Instance();
+  for (int i = 0; i < 1000; ++i) {
+    auto p = a->TryAcquire();
+    ASSERT_TRUE(p.has_value());
+    p->Success(milliseconds(1));
+  }
+  EXPECT_EQ(fleet_->counters().reads, 1);
+  EXPECT_EQ(fleet_->counters().trips, 0);
+}
+
+TEST_F(SharedStateTest, ANewInstanceDuringRecoveryCompetesForTheSingleProbe) {
+  auto a = Instance();
+  Trip(*a);
+  clock_.Advance(seconds(31));
+  auto probe = a->TryAcquire();
+  ASSERT_TRUE(probe.has_value());
+  auto late = Instance();
+  EXPECT_FALSE(late->TryAcquire().has_value());  // reads "recovering", then busy
+  EXPECT_EQ(late->state(), State::kOpen);
+  probe->Success(milliseconds(1));
+  EXPECT_EQ(late->state(), State::kClosed);
+}
+
+TEST_F(SharedStateTest, AnUnprobedRecoveryExpiresAfterItsGrace) {
+  auto a = Instance();
+  Trip(*a);
+  // OPEN 30 s, then the marker lives max(30 s, 60 s) more.
+  clock_.Advance(seconds(30 + 60) - milliseconds(1));
+  EXPECT_EQ(fleet_->Read(kCircuit)->kind, SharedCircuitView::Kind::kRecovering);
+  clock_.Advance(milliseconds(1));
+  EXPECT_EQ(fleet_->Read(kCircuit)->kind, SharedCircuitView::Kind::kClosed);
+  // a is still OPEN locally; nothing to recover in the fleet, so it probes
+  // as a local breaker would.
+  auto p = a->TryAcquire();
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(a->state(), State::kHalfOpen);
+  p->Success(milliseconds(1));
+  EXPECT_EQ(a->state(), State::kClosed);
+}
+
+TEST_F(SharedStateTest, AnUnavailableStoreLeavesEveryInstanceALocalBreaker) {
+  auto a = Instance();
+  auto b = Instance();
+  fleet_->SetAvailable(false);
+  Trip(*a);  // Still opens locally.
+  EXPECT_EQ(b->state(), State::kClosed);
+  auto pb = b->TryAcquire();  // b never heard of it: it decides alone.
+  ASSERT_TRUE(pb.has_value());
+  pb->Success(milliseconds(1));
+  clock_.Advance(seconds(31));
+  // Each instance probes on its own (fail-open): the lease cannot be asked.
+  auto pa = a->TryAcquire();
+  ASSERT_TRUE(pa.has_value());
+  EXPECT_EQ(a->state(), State::kHalfOpen);
+  pa->Success(milliseconds(1));
+  EXPECT_EQ(a->state(), State::kClosed);
+  EXPECT_GT(fleet_->counters().unavailable, 0);
+}
+
+TEST_F(SharedStateTest, AfterAReconnectALocalOpenIsReplayedAndOthersReRead) {
+  auto a = Instance();
+  auto b = Instance();
+  fleet_->SetAvailable(false);
+  Trip(*a);  // The fleet never heard of it.
+  clock_.Advance(seconds(5));
+  fleet_->SetAvailable(true);
+  EXPECT_EQ(b->state(), State::kClosed);
+  fleet_->Resync();
+  // a replayed its OPEN with what remained of it; b was told and follows.
+  auto view = fleet_->Read(kCircuit);
+  ASSERT_EQ(view->kind, SharedCircuitView::Kind::kOpen);
+  EXPECT_EQ(view->open_remaining, seconds(25));
+  EXPECT_EQ(b->state(), State::kOpen);
+  EXPECT_EQ(fleet_->trip_reason(kCircuit), "replay");
+}
+
+TEST_F(SharedStateTest, AnInstanceThatMissedATripLearnsItAfterTheReconnect) {
+  auto a = Instance();
+  auto b = Instance();
+  {
+    auto p = b->TryAcquire();  // b's first call: one read, CLOSED.
+    p->Success(milliseconds(1));
+  }
+  fleet_->SetPushes(false);  // b's subscription is down...
+  Trip(*a);                  // ...when a trips.
+  EXPECT_EQ(b->state(), State::kClosed);
+  fleet_->SetPushes(true);
+  const auto reads = fleet_->counters().reads;
+  fleet_->Resync();  // The store reconnected: anything may have been missed.
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(b->TryAcquire().has_value());
+  EXPECT_EQ(b->state(), State::kOpen);
+  EXPECT_EQ(fleet_->counters().reads - reads, 1);
+}
+
+TEST_F(SharedStateTest, AnOperatorOverrideIsNotOverruledByTheFleet) {
+  auto a = Instance();
+  auto b = Instance();
+  b->ForceClosed({.reason = "incident 42", .actor = "oncall"});
+  Trip(*a);
+  EXPECT_EQ(b->state(), State::kForcedClosed);
+  EXPECT_TRUE(b->TryAcquire().has_value());
+}
+
+TEST_F(SharedStateTest, ARegistryTemplateSharesEveryBreakerItCreates) {
+  RegistryOptions options;
+  options.clock = &clock_;
+  options.default_config = Config();
+  auto instance1 = *Registry::Create(options);
+  auto instance2 = *Registry::Create(options);
+  auto a = *instance1->Get(kCircuit);
+  auto b = *instance2->Get(kCircuit);
+  auto other = *instance2->Get("meta:read:999:quota");
+  {
+    auto p = a->TryAcquire();
+    p->Record(Outcome::OpenFor(seconds(45)));
+  }
+  EXPECT_EQ(b->state(), State::kOpen);
+  EXPECT_EQ(other->state(), State::kClosed);
+}
+
+// Many threads, several instances: at no time do two probes run, and every
+// recovery ends with the whole fleet CLOSED. Run under TSan in CI.
+TEST_F(SharedStateTest, ConcurrentInstancesNeverProbeTwiceAtOnce) {
+  std::vector<std::unique_ptr<CircuitBreaker>> fleet;
+  for (int i = 0; i < 4; ++i) fleet.push_back(Instance());
+  std::atomic<int> probing{0};
+  std::atomic<int> max_probing{0};
+  std::atomic<int> recoveries{0};
+  for (int cycle = 0; cycle < 20; ++cycle) {
+    Trip(*fleet[cycle % 4]);
+    clock_.Advance(seconds(31));
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 200; ++i) {
+          auto p = fleet[(t + i) % 4]->TryAcquire();
+          if (!p.has_value()) continue;
+          const State s = fleet[(t + i) % 4]->state();
+          if (s == State::kHalfOpen) {
+            const int now = probing.fetch_add(1) + 1;
+            int seen = max_probing.load();
+            while (now > seen && !max_probing.compare_exchange_weak(seen, now)) {
+            }
+            probing.fetch_sub(1);
+            recoveries.fetch_add(1);
+          }
+          p->Success(milliseconds(1));
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (auto& b : fleet) ASSERT_EQ(b->state(), State::kClosed) << "cycle " << cycle;
+  }
+  EXPECT_EQ(max_probing.load(), 1);
+  EXPECT_EQ(fleet_->counters().probes_granted, 20);
+  EXPECT_EQ(fleet_->counters().closes, 20);
+}
+
+}  // namespace
+}  // namespace fusebox

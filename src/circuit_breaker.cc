@@ -887,9 +887,10 @@ struct alignas(64) CircuitBreaker::Core {
     const Result<SharedCircuitView> view = shared->Read(cb.name_);
     {
       internal::SpinMutexLock lock(&mu);
-      // Cleared even when the store did not answer: it calls OnSharedResync()
-      // again once it is back, and meanwhile every call would ask it again.
-      shared_stale = false;
+      // Kept when the store did not answer: the next call asks again. That
+      // costs nothing while the store is down (its own breaker refuses at
+      // once) and does not lose an OPEN the fleet may hold.
+      if (view.has_value()) shared_stale = false;
       const TimePoint now = cb.clock_.Now();
       const State state = StateOf(cb.word_.load(std::memory_order_relaxed));
       if (view.has_value() && view->kind == SharedCircuitView::Kind::kOpen) {

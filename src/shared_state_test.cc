@@ -303,6 +303,21 @@ TEST_F(SharedStateTest, AnUnavailableStoreLeavesEveryInstanceALocalBreaker) {
   EXPECT_GT(fleet_->counters().unavailable, 0);
 }
 
+TEST_F(SharedStateTest, AReadThatFailedIsAskedAgainOnTheNextCall) {
+  auto a = Instance();
+  Trip(*a);
+  fleet_->SetAvailable(false);
+  auto late = Instance();
+  {
+    auto p = late->TryAcquire();  // The store cannot say: decided locally.
+    ASSERT_TRUE(p.has_value());
+    p->Success(milliseconds(1));
+  }
+  fleet_->SetAvailable(true);
+  EXPECT_FALSE(late->TryAcquire().has_value());
+  EXPECT_EQ(late->state(), State::kOpen);
+}
+
 TEST_F(SharedStateTest, AfterAReconnectALocalOpenIsReplayedAndOthersReRead) {
   auto a = Instance();
   auto b = Instance();

@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "apps/fusebox/compare.h"
+#ifdef FUSEBOX_APP_WITH_YAML
+#include "apps/fusebox/config_check.h"
+#endif
 #ifdef FUSEBOX_APP_WITH_META
 #include "apps/fusebox/classify.h"
 #endif
@@ -336,6 +339,21 @@ int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostr
   classify->add_option("responses", classify_path, "The JSON-lines file; stdin when absent or -");
 #endif
 
+#ifdef FUSEBOX_APP_WITH_YAML
+  std::string check_path;
+  bool check_no_env = false;
+  CLI::App* config_cmd =
+      app.add_subcommand("config", "Configuration files (Resilience4j's YAML layout)");
+  config_cmd->require_subcommand(1);
+  CLI::App* config_check = config_cmd->add_subcommand(
+      "check",
+      "Validate a YAML configuration file and print every template and instance resolved, or "
+      "every error (exit 1), like nginx -t");
+  config_check->add_option("file", check_path, "The YAML file (application.yml)")->required();
+  config_check->add_flag("--no-env", check_no_env,
+                         "Ignore FUSEBOX_* environment overrides (default: apply them)");
+#endif
+
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
   try {
@@ -347,6 +365,12 @@ int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostr
   if (replay->parsed()) return RunReplay(trace_path, in, out, err);
 #ifdef FUSEBOX_APP_WITH_META
   if (classify->parsed()) return RunClassify(classify_path, in, out, err);
+#endif
+#ifdef FUSEBOX_APP_WITH_YAML
+  if (config_check->parsed()) {
+    return RunConfigCheck(
+        check_path, check_no_env ? yaml::Environment{} : yaml::FuseboxEnvironment(), out, err);
+  }
 #endif
   if (compare->parsed()) {
     return RunCompare(compare_trace, compare_scenario, compare_configs, compare_format, in, out,

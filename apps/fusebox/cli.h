@@ -4,6 +4,7 @@
 //   fusebox sim [PRESET] [--scenario FILE] [scenario and breaker flags]
 //               [--lang en|ko] [--format text|json] [--html FILE]
 //   fusebox replay [TRACE]            (JSON lines; stdin when absent or "-")
+//   fusebox config check FILE [--no-env]   (with fusebox::yaml)
 //   fusebox compare [--trace FILE | --scenario NAME|FILE] [-c CONFIG]...
 //                   [--format text|json]
 //

@@ -1,0 +1,26 @@
+// apps/fusebox/config_check.h: `fusebox config check FILE`, like `nginx -t`.
+//
+// Loads a Resilience4j-style YAML file with fusebox::yaml (environment
+// overrides included unless --no-env) and either prints the resolved
+// configuration of every template and instance, every property filled in, as
+// YAML that loads back unchanged (exit 0; warnings on stderr), or prints every
+// error, one a line, to stderr (exit 1). docs/cli.md and
+// docs/configuration.md show both.
+#ifndef FUSEBOX_APPS_FUSEBOX_CONFIG_CHECK_H_
+#define FUSEBOX_APPS_FUSEBOX_CONFIG_CHECK_H_
+
+#include <ostream>
+#include <string>
+
+#include "fusebox/yaml/config.h"
+
+namespace fusebox::app {
+
+// Checks the file at `path` with the overrides in `environment`; returns the
+// exit status.
+int RunConfigCheck(const std::string& path, const yaml::Environment& environment, std::ostream& out,
+                   std::ostream& err);
+
+}  // namespace fusebox::app
+
+#endif  // FUSEBOX_APPS_FUSEBOX_CONFIG_CHECK_H_

@@ -1,0 +1,53 @@
+// libFuzzer target: fusebox::redis' parsers of outside input on any bytes:
+// ParseRedisUrl (a URL from configuration or the environment) and ParseEvent
+// (a payload from the shared Pub/Sub channel, which anyone with access to the
+// Redis server can publish on). Properties checked beyond "no crash, no
+// sanitizer report":
+//   - a URL error never contains the secret placed where a password goes
+//     (or where a mistyped one would land);
+//   - a parsed URL passes Validate(), and its Describe() does not depend on
+//     the password;
+//   - a parsed event has a valid circuit id and formats back to a payload
+//     that parses to the same event.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "fusebox/redis/keyspace.h"
+#include "fusebox/redis/options.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+
+  // As a whole URL, and as the userinfo part of one.
+  (void)fusebox::redis::ParseRedisUrl(text);
+  const std::string secret = "Zq7-fuzz-secret-Zq7";
+  for (const std::string& url : {"redis://:" + secret + "@" + std::string(text),
+                                 "redis://" + std::string(text) + ":" + secret + "@h",
+                                 "redis://h:" + std::string(text) + secret}) {
+    fusebox::Result<fusebox::redis::ConnectionOptions> r = fusebox::redis::ParseRedisUrl(url);
+    if (r.has_value()) {
+      if (!r->Validate().ok()) std::abort();
+      // The password never influences Describe(): only its presence does.
+      fusebox::redis::ConnectionOptions other = *r;
+      if (!other.password.empty()) other.password = "x";
+      if (r->Describe() != other.Describe()) std::abort();
+    } else if (r.error().ToString().find(secret) != std::string::npos) {
+      std::abort();
+    }
+  }
+
+  fusebox::Result<fusebox::redis::CircuitEvent> e = fusebox::redis::ParseEvent(text);
+  if (e.has_value()) {
+    if (!fusebox::redis::ValidateCircuitId(e->circuit).ok()) std::abort();
+    const std::string again =
+        e->kind == fusebox::redis::CircuitEvent::Kind::kOpen
+            ? fusebox::redis::FormatOpenEvent(e->circuit, e->gen, e->remaining)
+            : fusebox::redis::FormatClosedEvent(e->circuit);
+    fusebox::Result<fusebox::redis::CircuitEvent> back = fusebox::redis::ParseEvent(again);
+    if (!back.has_value() || !(*back == *e)) std::abort();
+  }
+  return 0;
+}

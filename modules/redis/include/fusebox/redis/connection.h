@@ -1,0 +1,167 @@
+// fusebox/redis/connection.h: one synchronous connection to a Redis server.
+//
+// A thin, owning wrapper over a blocking hiredis 0.14 context (RESP2):
+//
+//   - Connect() connects within options.connect_timeout, enables TCP
+//     keepalive, sends AUTH (password, or user + password for an ACL user)
+//     and SELECT, then bounds every later read and write by
+//     options.command_timeout.
+//   - Command() sends one binary-safe command built from string_views and
+//     returns an owning Reply. A Redis error reply (-ERR ...) is a Reply of
+//     type kError, not a failed Result: only the connection can fail a Result.
+//   - Append() + ReadReply(), or Pipeline(), send several commands in one
+//     round trip.
+//   - After any I/O error or timeout the connection is broken: every call
+//     returns kUnavailable at once, without I/O, until Reconnect() succeeds.
+//     Nothing reconnects behind the caller's back, so a dead Redis costs the
+//     caller one timeout, not one per call, and the caller decides when to
+//     try again.
+//   - Subscriber mode: after Subscribe(), only ReadMessage() and Ping() are
+//     allowed (RESP2 forbids other commands on a subscribed connection), so a
+//     subscriber needs a connection of its own.
+//
+// Errors are fusebox::Status: kUnavailable for connection trouble and
+// timeouts, kInvalidArgument for bad options or a call the mode forbids,
+// kInternal for a reply of an unexpected shape. Messages name host:port and
+// the command ("redis 127.0.0.1:6379: EVALSHA: timed out after 250 ms"); they
+// never contain the password, nor any command argument.
+//
+//   auto conn = fusebox::redis::Connection::Connect(*options);
+//   if (!conn) return conn.error();
+//   fusebox::Result<fusebox::redis::Reply> r = (*conn)->Command({"PTTL", key});
+//
+// hiredis 0.14 writes with write(2), which raises SIGPIPE when the server has
+// gone; every call that may write blocks SIGPIPE on the calling thread for its
+// duration and discards a SIGPIPE it caused, so the process' disposition is
+// left alone.
+//
+// Not thread-safe: a Connection is used by one thread at a time (hiredis: "A
+// redisContext is not thread-safe"). Use one per thread, or a pool.
+#ifndef FUSEBOX_REDIS_CONNECTION_H_
+#define FUSEBOX_REDIS_CONNECTION_H_
+
+#include <cstddef>
+#include <deque>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fusebox/clock.h"
+#include "fusebox/redis/options.h"
+#include "fusebox/redis/reply.h"
+#include "fusebox/result.h"
+#include "fusebox/status.h"
+
+struct redisContext;  // hiredis; kept out of the API.
+
+namespace fusebox::redis {
+
+// A message received on a subscribed channel.
+struct PubSubMessage {
+  std::string channel;
+  std::string payload;
+
+  friend bool operator==(const PubSubMessage&, const PubSubMessage&) = default;
+};
+
+class Connection {
+ public:
+  // Validates `options`, connects and authenticates. kInvalidArgument for bad
+  // options or a SELECT the server refuses; kUnavailable when the server
+  // cannot be reached in time or refuses AUTH (a wrong password cannot be told
+  // from a rotated one, and both leave the store unusable until fixed).
+  static Result<std::unique_ptr<Connection>> Connect(ConnectionOptions options);
+
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  const ConnectionOptions& options() const { return options_; }
+
+  // True after an I/O error or timeout, until Reconnect() succeeds.
+  bool broken() const { return context_ == nullptr; }
+
+  // Drops the current socket (if any) and connects again with the same
+  // options. Subscriptions and unread pipelined replies are gone: subscribe
+  // again.
+  Status Reconnect();
+
+  // Sends one command and waits for its reply, for at most
+  // options.command_timeout per read or write. `args` is the command and its
+  // arguments, binary-safe; args must not be empty. Not allowed while
+  // replies of Append() are unread or in subscriber mode (kInvalidArgument).
+  Result<Reply> Command(std::span<const std::string_view> args);
+  Result<Reply> Command(std::initializer_list<std::string_view> args) {
+    return Command(std::span<const std::string_view>(args.begin(), args.size()));
+  }
+
+  // Pipelining: Append() queues a command in the output buffer (no I/O);
+  // ReadReply() flushes the buffer and reads the next reply in order.
+  Status Append(std::span<const std::string_view> args);
+  Status Append(std::initializer_list<std::string_view> args) {
+    return Append(std::span<const std::string_view>(args.begin(), args.size()));
+  }
+  Result<Reply> ReadReply();
+  // Replies queued by Append() and not read yet.
+  std::size_t pending_replies() const { return pending_; }
+
+  // Sends all `commands` in one write and reads their replies, in order.
+  Result<std::vector<Reply>> Pipeline(const std::vector<std::vector<std::string_view>>& commands);
+
+  // PING, in either mode; OK when the server answered PONG in time. In
+  // subscriber mode the pong comes as ["pong", ""] after any messages already
+  // on the way, which are kept for ReadMessage().
+  Status Ping();
+
+  // Subscribes to `channels` (non-empty) and waits for the server's
+  // confirmations. The connection is in subscriber mode from then on, until
+  // Reconnect().
+  Status Subscribe(std::span<const std::string> channels);
+  bool subscribed() const { return subscribed_; }
+
+  // Waits up to `timeout` for the next message on a subscribed channel
+  // (timeout <= 0: only what has already arrived). nullopt when none arrived
+  // in time, which leaves the connection usable; kUnavailable when the
+  // connection broke. Once a reply has begun to arrive, reading the rest of it
+  // is bounded by options.command_timeout.
+  Result<std::optional<PubSubMessage>> ReadMessage(Duration timeout);
+
+  // The Status for a Redis error reply to `operation` (a command name): the
+  // server's text after "redis host:port: operation: ". kUnavailable for
+  // errors that mean "not now" (LOADING, BUSY, READONLY after a failover,
+  // MASTERDOWN, TRYAGAIN, CLUSTERDOWN, NOAUTH, OOM), kInternal otherwise.
+  Status ErrorReplyStatus(std::string_view operation, const Reply& error_reply) const;
+
+ private:
+  explicit Connection(ConnectionOptions options);
+
+  // Connects and runs the handshake; on failure context_ stays null.
+  Status Open();
+  // Marks the connection broken after a hiredis failure and returns the
+  // kUnavailable status describing it.
+  Status Break(std::string_view operation, int saved_errno);
+  Status BrokenStatus(std::string_view operation) const;
+  Status Error(StatusCode code, std::string_view operation, std::string_view detail) const;
+  // Reads one reply with hiredis' blocking redisGetReply (flushing the output
+  // buffer first).
+  Result<Reply> GetReply(std::string_view operation);
+  // A subscriber-mode push: a message to queue, the awaited pong, or a
+  // protocol surprise.
+  Result<Reply> GetPush(std::string_view operation);
+
+  ConnectionOptions options_;
+  redisContext* context_ = nullptr;  // Owned; null when broken.
+  std::string broken_reason_;        // Why context_ is null.
+  Duration io_timeout_{};            // The socket timeout in force, for messages.
+  std::size_t pending_ = 0;
+  bool subscribed_ = false;
+  std::deque<PubSubMessage> queued_;  // Messages read while waiting for a pong.
+};
+
+}  // namespace fusebox::redis
+
+#endif  // FUSEBOX_REDIS_CONNECTION_H_

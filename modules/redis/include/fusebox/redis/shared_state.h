@@ -1,0 +1,211 @@
+// fusebox/redis/shared_state.h: the fleet's circuit state in Redis.
+//
+// RedisSharedState implements fusebox::SharedState (fusebox/shared_state.h)
+// on one Redis primary, so that every instance of a service opens a circuit
+// when one of them trips it and exactly one of them probes afterwards:
+//
+//   auto fleet = fusebox::redis::RedisSharedState::Create(
+//       {.connection = *fusebox::redis::ParseRedisUrl("redis://:pw@redis:6379/0")});
+//   if (!fleet) return fleet.error();
+//   fusebox::CircuitBreakerConfig config{.shared_state = *fleet};
+//
+// What it costs: nothing per call. A CLOSED or OPEN circuit is decided from
+// the breaker's own memory; Redis hears of trips, probe leases and closes (one
+// script each, sent by a background thread except AcquireProbe()), and pushes
+// changes back on a dedicated subscriber connection. A breaker reads Redis
+// once when it is created and once after each reconnect of the subscriber.
+// The subscriber PINGs after `heartbeat` of silence, so a connection that
+// died without a word is noticed within heartbeat + command timeout: that is
+// the bound on how late a push can be (staleness S).
+//
+// What happens when Redis fails: every failure is "no news" and the breakers
+// go on locally (fail-open). The store is guarded by its own CircuitBreaker:
+// after `failure_threshold` failed commands in a row it sends nothing for
+// `down_for`, then lets one command try; so a dead or paused Redis costs no
+// latency per call and no reconnect storm. When the subscriber is back, every
+// breaker re-reads its circuit and re-sends an OPEN still running (extend-only,
+// so a replay never shortens a longer OPEN).
+//
+// Nothing written is a timestamp of this process: only PX durations, timed by
+// the Redis server's clock (docs/distributed.md).
+//
+// Thread-safe.
+#ifndef FUSEBOX_REDIS_SHARED_STATE_H_
+#define FUSEBOX_REDIS_SHARED_STATE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "fusebox/circuit_breaker.h"
+#include "fusebox/clock.h"
+#include "fusebox/redis/circuit_scripts.h"
+#include "fusebox/redis/connection.h"
+#include "fusebox/redis/options.h"
+#include "fusebox/result.h"
+#include "fusebox/shared_state.h"
+
+namespace fusebox::redis {
+
+namespace internal {
+class GuardedClient;
+}  // namespace internal
+
+struct SharedStateOptions {
+  // Where Redis is; see ParseRedisUrl(). Its command_timeout bounds every
+  // command, hence how long AcquireProbe() and Read() may block a caller.
+  ConnectionOptions connection{};
+  // Key prefix (Keyspace). Default: "fusebox:v1:".
+  std::string prefix{Keyspace::kDefaultPrefix};
+  // A recovery marker outlives the OPEN time by max(OPEN time, min_grace):
+  // how long the fleet waits for a probe before an unprobed circuit counts
+  // as closed. Default: 60 s.
+  Duration min_grace = std::chrono::seconds(60);
+  // The subscriber PINGs after this long without a message (> 0).
+  // Default: 1 s.
+  Duration heartbeat = std::chrono::seconds(1);
+  // The store's own breaker: this many failed commands in a row (>= 1) stop
+  // all traffic to Redis for down_for (> 0). Defaults: 3, 5 s.
+  int failure_threshold = 3;
+  Duration down_for = std::chrono::seconds(5);
+  // Connections for the calls that block a caller (Read, AcquireProbe), made
+  // when first needed (>= 1). A call that finds all busy fails open at once
+  // rather than queue behind a slow Redis. Default: 4.
+  int sync_connections = 4;
+  // Trips, closes and releases waiting for the background thread (>= 1);
+  // beyond it the oldest are dropped (counted; a resync replays OPENs).
+  // Default: 10,000.
+  std::size_t max_queue = 10000;
+  // Times the store's breaker and the pauses between reconnect attempts.
+  // Default: SystemClock(). Must outlive the store.
+  Clock* clock = nullptr;
+};
+
+// Counters since Create().
+struct SharedStateStats {
+  // Round trips for reads, leases, trips, closes and releases (a connect's
+  // handshake not counted), and those that failed (I/O error, timeout, error
+  // reply, connect failure).
+  std::int64_t commands = 0;
+  // The subscriber's heartbeat PINGs.
+  std::int64_t pings = 0;
+  std::int64_t errors = 0;
+  // Calls answered "unavailable" without contacting Redis (store breaker
+  // open, or every sync connection busy).
+  std::int64_t refused = 0;
+  // Times the store's breaker opened (fail-open periods).
+  std::int64_t down_periods = 0;
+  // Subscriber connections made, the first one included.
+  std::int64_t subscribes = 0;
+  // Change events received, and those naming a circuit nobody here uses.
+  std::int64_t events = 0;
+  // AcquireProbe() answers.
+  std::int64_t leases_granted = 0;
+  std::int64_t leases_busy = 0;
+  // Trips, closes, releases dropped (queue full, or Redis unavailable).
+  std::int64_t dropped = 0;
+  // Close() answers that found the lease lost (expired or fenced).
+  std::int64_t closes_lost = 0;
+};
+
+class RedisSharedState final : public SharedState {
+ public:
+  // Validates the options and starts the background threads. Does not need
+  // Redis to be up: until it is, every call fails open.
+  static Result<std::shared_ptr<RedisSharedState>> Create(SharedStateOptions options);
+
+  ~RedisSharedState() override;
+  RedisSharedState(const RedisSharedState&) = delete;
+  RedisSharedState& operator=(const RedisSharedState&) = delete;
+
+  SubscriptionId Subscribe(std::string_view circuit,
+                           std::shared_ptr<SharedStateListener> listener) override;
+  void Unsubscribe(SubscriptionId id) override;
+  Result<SharedCircuitView> Read(std::string_view circuit) override;
+  void Trip(std::string_view circuit, Duration open_for, std::string_view reason) override;
+  ProbeLease AcquireProbe(std::string_view circuit, Duration lease_for) override;
+  void Close(std::string_view circuit, std::string_view token) override;
+  void Release(std::string_view circuit, std::string_view token) override;
+
+  // True while the subscriber is connected and the store's breaker is closed:
+  // the fleet's state is being shared (a gateway's readiness).
+  bool healthy() const;
+  SharedStateStats stats() const;
+  // Waits until the background thread has sent every trip, close and release
+  // queued so far (or dropped them). For tests and orderly shutdown.
+  void Flush();
+  // The store's own breaker (its state, metrics, listeners).
+  CircuitBreaker& store_breaker();
+
+ private:
+  struct Op {
+    enum class Kind : std::uint8_t { kTrip, kClose, kRelease };
+    Kind kind = Kind::kTrip;
+    std::string circuit;
+    Duration open_for = Duration::zero();
+    std::string reason;
+    std::string token;
+  };
+  using Listeners = std::vector<std::shared_ptr<SharedStateListener>>;
+
+  RedisSharedState(SharedStateOptions options, Keyspace keyspace,
+                   std::unique_ptr<internal::GuardedClient> client);
+
+  void Enqueue(Op op);
+  void WorkerLoop();
+  void SubscriberLoop();
+  bool SubscriberConnect();
+  void Deliver(const PubSubMessage& message);
+  void ResyncAll();
+  // Pauses the calling background thread for about `d`, or until Stop.
+  void Pause(Duration d);
+  Listeners ListenersOf(std::string_view circuit);
+
+  const SharedStateOptions options_;
+  Clock& clock_;
+  const CircuitScripts scripts_;
+  // Redis behind the store's breaker, and the pool for Read/AcquireProbe.
+  const std::unique_ptr<internal::GuardedClient> client_;
+
+  std::mutex listeners_mu_;
+  SubscriptionId next_id_ = 1;
+  std::map<SubscriptionId, std::pair<std::string, std::shared_ptr<SharedStateListener>>> by_id_;
+  std::multimap<std::string, SubscriptionId, std::less<>> by_circuit_;
+
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::condition_variable flushed_cv_;
+  std::deque<Op> queue_;
+  std::uint64_t enqueued_ = 0;
+  std::uint64_t done_ = 0;
+  bool stop_ = false;
+  std::atomic<bool> stopping_{false};
+  std::unique_ptr<Connection> worker_conn_;  // WorkerLoop() only.
+
+  std::unique_ptr<Connection> sub_conn_;  // SubscriberLoop() only.
+  std::atomic<bool> subscribed_{false};
+  // Set when a trip could not be sent: the subscriber resyncs everyone once
+  // Redis answers again, so that OPENs are replayed.
+  std::atomic<bool> resync_wanted_{false};
+
+  struct Counters {
+    std::atomic<std::int64_t> pings{0}, subscribes{0}, events{0}, leases_granted{0}, leases_busy{0},
+        dropped{0}, closes_lost{0};
+  };
+  mutable Counters counters_;
+
+  std::thread worker_;
+  std::thread subscriber_;
+};
+
+}  // namespace fusebox::redis
+
+#endif  // FUSEBOX_REDIS_SHARED_STATE_H_

@@ -1,0 +1,173 @@
+#include "fusebox/redis/options.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+namespace fusebox::redis {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+Status ParseError(std::string_view url) {
+  Result<ConnectionOptions> r = ParseRedisUrl(url);
+  EXPECT_FALSE(r.has_value()) << url;
+  return r ? Status() : r.error();
+}
+
+TEST(ParseRedisUrl, HostOnlyTakesDefaults) {
+  Result<ConnectionOptions> r = ParseRedisUrl("redis://cache.internal");
+  ASSERT_TRUE(r.has_value()) << r.error();
+  EXPECT_EQ(r->host, "cache.internal");
+  EXPECT_EQ(r->port, 6379);
+  EXPECT_EQ(r->db, 0);
+  EXPECT_EQ(r->username, "");
+  EXPECT_EQ(r->password, "");
+  EXPECT_EQ(r->connect_timeout, ConnectionOptions{}.connect_timeout);
+  EXPECT_EQ(r->command_timeout, ConnectionOptions{}.command_timeout);
+}
+
+TEST(ParseRedisUrl, PasswordPortAndDb) {
+  Result<ConnectionOptions> r = ParseRedisUrl("redis://:s3cret@10.0.0.7:6380/2");
+  ASSERT_TRUE(r.has_value()) << r.error();
+  EXPECT_EQ(r->host, "10.0.0.7");
+  EXPECT_EQ(r->port, 6380);
+  EXPECT_EQ(r->db, 2);
+  EXPECT_EQ(r->username, "");
+  EXPECT_EQ(r->password, "s3cret");
+}
+
+TEST(ParseRedisUrl, AclUserAndPassword) {
+  Result<ConnectionOptions> r = ParseRedisUrl("redis://alice:pw@host/0");
+  ASSERT_TRUE(r.has_value()) << r.error();
+  EXPECT_EQ(r->username, "alice");
+  EXPECT_EQ(r->password, "pw");
+}
+
+TEST(ParseRedisUrl, PercentEncodedAndRawAtInPassword) {
+  Result<ConnectionOptions> r = ParseRedisUrl("redis://:p%3Aw%2Fd%40x@host");
+  ASSERT_TRUE(r.has_value()) << r.error();
+  EXPECT_EQ(r->password, "p:w/d@x");
+  // An unencoded '@' in the password still parses: the last '@' ends it.
+  r = ParseRedisUrl("redis://:a@b@host:7000");
+  ASSERT_TRUE(r.has_value()) << r.error();
+  EXPECT_EQ(r->password, "a@b");
+  EXPECT_EQ(r->host, "host");
+  EXPECT_EQ(r->port, 7000);
+}
+
+TEST(ParseRedisUrl, BracketedIpv6) {
+  Result<ConnectionOptions> r = ParseRedisUrl("redis://[::1]:6390/3");
+  ASSERT_TRUE(r.has_value()) << r.error();
+  EXPECT_EQ(r->host, "::1");
+  EXPECT_EQ(r->port, 6390);
+  EXPECT_EQ(r->db, 3);
+  EXPECT_EQ(r->Endpoint(), "[::1]:6390");
+}
+
+TEST(ParseRedisUrl, TrailingSlashMeansDbZero) {
+  Result<ConnectionOptions> r = ParseRedisUrl("redis://host:1/");
+  ASSERT_TRUE(r.has_value()) << r.error();
+  EXPECT_EQ(r->port, 1);
+  EXPECT_EQ(r->db, 0);
+}
+
+TEST(ParseRedisUrl, RejectsTlsWithAClearMessage) {
+  const Status s = ParseError("rediss://:pw@host:6380");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("TLS"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("hiredis 0.14"));
+}
+
+TEST(ParseRedisUrl, NamesWhatIsWrong) {
+  struct Case {
+    const char* url;
+    const char* says;
+  } cases[] = {
+      {"http://host", "must start with redis://"},
+      {"redis://", "host is empty"},
+      {"redis://:6379", "host is empty"},
+      {"redis://host:", "port after ':' is empty"},
+      {"redis://host:0", "port 0 is not in 1..65535"},
+      {"redis://host:65536", "port 65536 is not in 1..65535"},
+      {"redis://host:-1", "port is not a number"},
+      {"redis://host/x", "database number"},
+      {"redis://host/-1", "database number"},
+      {"redis://host?timeout=1", "query parameters"},
+      {"redis://host#frag", "fragment"},
+      {"redis://ho st", "host has a character"},
+      {"redis://[::1", "not closed"},
+      {"redis://[::1]x", "after the IPv6 host"},
+      {"redis://:%zz@host", "percent-encoding in the password"},
+      {"redis://%g@host", "no ':'"},
+      {"redis://u%1:pw@host", "percent-encoding in the user name"},
+      {"redis://:@host", "password after ':' is empty"},
+  };
+  for (const Case& c : cases) {
+    const Status s = ParseError(c.url);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.url;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.says)) << c.url;
+  }
+}
+
+TEST(ParseRedisUrl, ErrorsNeverContainThePassword) {
+  // Each URL is wrong somewhere and holds the secret where a password (or a
+  // mistyped one) would be.
+  const std::string secret = "Tr0ub4dor3xyz";
+  const std::string urls[] = {
+      "redis://:" + secret + "@host:99999",
+      "redis://:" + secret + "@host/db",
+      "redis://:" + secret + "@ho st",
+      "redis://:" + secret + "%zz@host",
+      "redis://" + secret + "@host",  // the ':' forgotten
+      "redis://host:" + secret,       // the password typed as the port
+      "redis://host/" + secret,
+      "redis://:" + secret + "@host?x=1",
+      "rediss://:" + secret + "@host",
+  };
+  for (const std::string& url : urls) {
+    const Status s = ParseError(url);
+    EXPECT_THAT(s.ToString(), Not(HasSubstr(secret))) << s;
+    EXPECT_THAT(s.ToString(), Not(HasSubstr("Tr0ub"))) << s;
+  }
+}
+
+TEST(ConnectionOptions, DescribeMasksThePassword) {
+  ConnectionOptions o;
+  o.host = "h";
+  o.port = 7;
+  o.db = 1;
+  EXPECT_EQ(o.Describe(), "redis://h:7/1");
+  o.password = "s3cret";
+  EXPECT_EQ(o.Describe(), "redis://:***@h:7/1");
+  o.username = "alice";
+  EXPECT_EQ(o.Describe(), "redis://alice:***@h:7/1");
+}
+
+TEST(ConnectionOptions, ValidateNamesTheField) {
+  ConnectionOptions o;
+  EXPECT_TRUE(o.Validate().ok());
+  o.port = 0;
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("port 0"));
+  o = {};
+  o.host = "";
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("host is empty"));
+  o = {};
+  o.command_timeout = Duration::zero();
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("command_timeout"));
+  o = {};
+  o.connect_timeout = -std::chrono::milliseconds(1);
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("connect_timeout"));
+  o = {};
+  o.db = -1;
+  EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.username = "alice";
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("username needs a password"));
+}
+
+}  // namespace
+}  // namespace fusebox::redis

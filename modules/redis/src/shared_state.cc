@@ -1,0 +1,360 @@
+// RedisSharedState: three kinds of connection, each with one job.
+//
+//   - sync_ (a small pool): Read() and AcquireProbe(), on the caller's thread,
+//     because the caller needs the answer. One command each, bounded by the
+//     command timeout; a caller that finds every connection busy fails open
+//     instead of queueing behind a slow Redis.
+//   - worker_conn_: Trip(), Close(), Release(), sent in order by one
+//     background thread, so that callers never wait for them.
+//   - sub_conn_: SUBSCRIBE to the events channel, read by another background
+//     thread that pushes each change to the breakers of that circuit, PINGs
+//     after a silence, and after every (re)subscribe asks every breaker to
+//     resync (re-read, replay its OPEN).
+//
+// Every command passes the store's own CircuitBreaker first (GuardedClient).
+#include "fusebox/redis/shared_state.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "src/guarded_client.h"
+
+namespace fusebox::redis {
+namespace {
+
+// How long the subscriber waits for a message at a time: bounds how long a
+// shutdown waits for it; the heartbeat is counted over several waits.
+constexpr Duration kSubscriberPoll = std::chrono::milliseconds(50);
+constexpr Duration kFirstBackoff = std::chrono::milliseconds(50);
+
+Status Validate(const SharedStateOptions& o) {
+  auto bad = [](const char* field, const char* rule) {
+    return Status::InvalidArgument(std::string("SharedStateOptions.") + field + " " + rule);
+  };
+  if (o.min_grace < Duration::zero()) return bad("min_grace", "must be >= 0");
+  if (o.heartbeat <= Duration::zero()) return bad("heartbeat", "must be > 0");
+  if (o.max_queue < 1) return bad("max_queue", "must be >= 1");
+  return Status();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<RedisSharedState>> RedisSharedState::Create(SharedStateOptions options) {
+  if (Status s = Validate(options); !s.ok()) return s;
+  Result<Keyspace> keyspace = Keyspace::Create(options.prefix);
+  if (!keyspace) return keyspace.error();
+  Clock& clock = options.clock != nullptr ? *options.clock : SystemClock();
+  Result<std::unique_ptr<internal::GuardedClient>> client =
+      internal::GuardedClient::Create(options.connection, options.sync_connections,
+                                      options.failure_threshold, options.down_for, clock);
+  if (!client) {
+    return Status::InvalidArgument("SharedStateOptions: " + std::string(client.error().message()));
+  }
+  std::shared_ptr<RedisSharedState> store(
+      new RedisSharedState(std::move(options), std::move(*keyspace), std::move(*client)));
+  store->worker_ = std::thread([s = store.get()] { s->WorkerLoop(); });
+  store->subscriber_ = std::thread([s = store.get()] { s->SubscriberLoop(); });
+  return store;
+}
+
+RedisSharedState::RedisSharedState(SharedStateOptions options, Keyspace keyspace,
+                                   std::unique_ptr<internal::GuardedClient> client)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : SystemClock()),
+      scripts_(std::move(keyspace)),
+      client_(std::move(client)) {}
+
+CircuitBreaker& RedisSharedState::store_breaker() { return client_->gate(); }
+
+RedisSharedState::~RedisSharedState() {
+  stopping_.store(true, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stop_ = true;
+  }
+  queue_cv_.notify_all();
+  // The worker sends what is queued first (a lease release above all), each
+  // bounded by the command timeout, or refused at once while Redis is down.
+  if (worker_.joinable()) worker_.join();
+  if (subscriber_.joinable()) subscriber_.join();
+}
+
+// --- Subscriptions ----------------------------------------------------------
+
+SharedState::SubscriptionId RedisSharedState::Subscribe(
+    std::string_view circuit, std::shared_ptr<SharedStateListener> listener) {
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  const SubscriptionId id = next_id_++;
+  by_id_.emplace(id, std::make_pair(std::string(circuit), std::move(listener)));
+  by_circuit_.emplace(std::string(circuit), id);
+  return id;
+}
+
+void RedisSharedState::Unsubscribe(SubscriptionId id) {
+  std::shared_ptr<SharedStateListener> dropped;  // Released outside the lock.
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return;
+  auto [first, last] = by_circuit_.equal_range(it->second.first);
+  for (auto c = first; c != last; ++c) {
+    if (c->second == id) {
+      by_circuit_.erase(c);
+      break;
+    }
+  }
+  dropped = std::move(it->second.second);
+  by_id_.erase(it);
+}
+
+RedisSharedState::Listeners RedisSharedState::ListenersOf(std::string_view circuit) {
+  Listeners out;
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  auto [first, last] = by_circuit_.equal_range(circuit);
+  for (auto c = first; c != last; ++c) out.push_back(by_id_.at(c->second).second);
+  return out;
+}
+
+// --- Calls that block their caller -----------------------------------------
+
+Result<SharedCircuitView> RedisSharedState::Read(std::string_view circuit) {
+  Result<ReadResult> r =
+      client_->Run<ReadResult>([&](Connection& c) { return scripts_.Read(c, circuit); });
+  if (!r) return r.error();
+  switch (r->state) {
+    case ReadResult::State::kOpen:
+      return SharedCircuitView{SharedCircuitView::Kind::kOpen,
+                               std::min(r->remaining, kMaxScriptDuration)};
+    case ReadResult::State::kHalfOpen:
+      return SharedCircuitView{SharedCircuitView::Kind::kRecovering, Duration::zero()};
+    case ReadResult::State::kClosed:
+      break;
+  }
+  return SharedCircuitView{};
+}
+
+ProbeLease RedisSharedState::AcquireProbe(std::string_view circuit, Duration lease_for) {
+  std::string token = NewToken();
+  Result<AcquireResult> r = client_->Run<AcquireResult>([&](Connection& c) {
+    return scripts_.Acquire(c, circuit, token, std::min(lease_for, kMaxScriptDuration));
+  });
+  if (!r) return ProbeLease{};
+  switch (r->outcome) {
+    case AcquireResult::Outcome::kProbe:
+      counters_.leases_granted.fetch_add(1, std::memory_order_relaxed);
+      return ProbeLease{ProbeLease::Verdict::kProbe, lease_for, std::move(token)};
+    case AcquireResult::Outcome::kBusy:
+      counters_.leases_busy.fetch_add(1, std::memory_order_relaxed);
+      return ProbeLease{ProbeLease::Verdict::kBusy, r->remaining};
+    case AcquireResult::Outcome::kOpen:
+      return ProbeLease{ProbeLease::Verdict::kOpen, std::min(r->remaining, kMaxScriptDuration)};
+    case AcquireResult::Outcome::kClosed:
+      break;
+  }
+  return ProbeLease{ProbeLease::Verdict::kClosed};
+}
+
+// --- Calls sent in the background ---------------------------------------------
+
+void RedisSharedState::Trip(std::string_view circuit, Duration open_for, std::string_view reason) {
+  Enqueue(Op{Op::Kind::kTrip, std::string(circuit), open_for, std::string(reason), {}});
+}
+
+void RedisSharedState::Close(std::string_view circuit, std::string_view token) {
+  Enqueue(Op{Op::Kind::kClose, std::string(circuit), Duration::zero(), {}, std::string(token)});
+}
+
+void RedisSharedState::Release(std::string_view circuit, std::string_view token) {
+  Enqueue(Op{Op::Kind::kRelease, std::string(circuit), Duration::zero(), {}, std::string(token)});
+}
+
+void RedisSharedState::Enqueue(Op op) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (queue_.size() >= options_.max_queue) {
+      // The oldest goes: a later trip of the same circuit supersedes it, and
+      // a resync replays every OPEN still running.
+      if (queue_.front().kind == Op::Kind::kTrip) resync_wanted_.store(true);
+      queue_.pop_front();
+      ++done_;
+      counters_.dropped.fetch_add(1, std::memory_order_relaxed);
+    }
+    queue_.push_back(std::move(op));
+    ++enqueued_;
+  }
+  queue_cv_.notify_one();
+}
+
+void RedisSharedState::Flush() {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  const std::uint64_t target = enqueued_;
+  flushed_cv_.wait(lock, [&] { return done_ >= target; });
+}
+
+void RedisSharedState::WorkerLoop() {
+  for (;;) {
+    Op op;
+    {
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      queue_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // Stopping, and everything was sent.
+      op = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    bool sent = false;
+    switch (op.kind) {
+      case Op::Kind::kTrip: {
+        const Duration open_for = std::clamp(op.open_for, Duration(1), kMaxScriptDuration);
+        const Duration grace = std::min(std::max(open_for, options_.min_grace), kMaxScriptDuration);
+        sent = client_
+                   ->RunOn<TripResult>(worker_conn_,
+                                       [&](Connection& c) {
+                                         return scripts_.Trip(c, op.circuit, open_for, grace,
+                                                              op.reason);
+                                       })
+                   .has_value();
+        if (!sent) resync_wanted_.store(true);
+        break;
+      }
+      case Op::Kind::kClose: {
+        Result<CloseResult> r = client_->RunOn<CloseResult>(
+            worker_conn_, [&](Connection& c) { return scripts_.Close(c, op.circuit, op.token); });
+        sent = r.has_value();
+        if (sent && *r != CloseResult::kClosed) {
+          counters_.closes_lost.fetch_add(1, std::memory_order_relaxed);
+        }
+        break;
+      }
+      case Op::Kind::kRelease:
+        sent = client_
+                   ->RunOn<bool>(
+                       worker_conn_,
+                       [&](Connection& c) { return scripts_.Release(c, op.circuit, op.token); })
+                   .has_value();
+        break;
+    }
+    if (!sent) counters_.dropped.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      ++done_;
+    }
+    flushed_cv_.notify_all();
+  }
+}
+
+// --- The subscriber ---------------------------------------------------------------
+
+void RedisSharedState::Pause(Duration d) {
+  while (d > Duration::zero() && !stopping_.load(std::memory_order_relaxed)) {
+    const Duration step = std::min(d, kSubscriberPoll);
+    clock_.SleepFor(step);
+    d -= step;
+  }
+}
+
+bool RedisSharedState::SubscriberConnect() {
+  const std::vector<std::string> channels{scripts_.keyspace().channel()};
+  Result<bool> r = client_->RunOn<bool>(sub_conn_, [&](Connection& c) -> Result<bool> {
+    if (Status s = c.Subscribe(channels); !s.ok()) return s;
+    return true;
+  });
+  return r.has_value();
+}
+
+void RedisSharedState::SubscriberLoop() {
+  Duration backoff = kFirstBackoff;
+  Duration silence = Duration::zero();
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    if (sub_conn_ == nullptr || sub_conn_->broken() || !sub_conn_->subscribed()) {
+      subscribed_.store(false, std::memory_order_relaxed);
+      if (sub_conn_ != nullptr && !sub_conn_->broken()) (void)sub_conn_->Reconnect();
+      if (!SubscriberConnect()) {
+        // Growing pauses, at most down_for: a dead Redis sees a bounded
+        // number of connect attempts, never a storm.
+        Pause(backoff);
+        backoff = std::min(backoff * 2, options_.down_for);
+        continue;
+      }
+      backoff = kFirstBackoff;
+      silence = Duration::zero();
+      counters_.subscribes.fetch_add(1, std::memory_order_relaxed);
+      // Anything published while nobody listened is lost (Pub/Sub is at most
+      // once): every breaker re-reads, and re-sends an OPEN still running.
+      resync_wanted_.store(false);
+      ResyncAll();
+      subscribed_.store(true, std::memory_order_relaxed);
+    }
+    if (resync_wanted_.load(std::memory_order_relaxed) &&
+        client_->gate().state() == State::kClosed) {
+      resync_wanted_.store(false);
+      ResyncAll();
+    }
+    Result<std::optional<PubSubMessage>> m = sub_conn_->ReadMessage(kSubscriberPoll);
+    if (!m) {
+      client_->RecordFailure();
+      continue;  // Broken: reconnect above.
+    }
+    if (!m->has_value()) {
+      silence += kSubscriberPoll;
+      if (silence < options_.heartbeat) continue;
+      // Proves the connection alive, so that a push is late by at most
+      // heartbeat + command timeout; a dead one breaks here.
+      silence = Duration::zero();
+      counters_.pings.fetch_add(1, std::memory_order_relaxed);
+      if (!sub_conn_->Ping().ok()) client_->RecordFailure();
+      continue;
+    }
+    silence = Duration::zero();
+    Deliver(**m);
+  }
+  subscribed_.store(false, std::memory_order_relaxed);
+}
+
+void RedisSharedState::Deliver(const PubSubMessage& message) {
+  if (message.channel != scripts_.keyspace().channel()) return;
+  Result<CircuitEvent> event = ParseEvent(message.payload);
+  if (!event) return;  // Not ours to understand (a newer writer?): ignored.
+  counters_.events.fetch_add(1, std::memory_order_relaxed);
+  for (const auto& l : ListenersOf(event->circuit)) {
+    if (event->kind == CircuitEvent::Kind::kOpen) {
+      l->OnSharedOpen(event->remaining);
+    } else {
+      l->OnSharedClosed();
+    }
+  }
+}
+
+void RedisSharedState::ResyncAll() {
+  Listeners all;
+  {
+    std::lock_guard<std::mutex> lock(listeners_mu_);
+    all.reserve(by_id_.size());
+    for (const auto& [id, sub] : by_id_) all.push_back(sub.second);
+  }
+  for (const auto& l : all) l->OnSharedResync();
+}
+
+// --- Observation ------------------------------------------------------------------
+
+bool RedisSharedState::healthy() const {
+  return subscribed_.load(std::memory_order_relaxed) && client_->gate().state() == State::kClosed;
+}
+
+SharedStateStats RedisSharedState::stats() const {
+  auto get = [](const std::atomic<std::int64_t>& a) { return a.load(std::memory_order_relaxed); };
+  SharedStateStats s;
+  const internal::GuardedClient::Counters& c = client_->counters();
+  s.commands = get(c.commands);
+  s.pings = get(counters_.pings);
+  s.errors = get(c.errors);
+  s.refused = get(c.refused);
+  s.down_periods = get(c.down_periods);
+  s.subscribes = get(counters_.subscribes);
+  s.events = get(counters_.events);
+  s.leases_granted = get(counters_.leases_granted);
+  s.leases_busy = get(counters_.leases_busy);
+  s.dropped = get(counters_.dropped);
+  s.closes_lost = get(counters_.closes_lost);
+  return s;
+}
+
+}  // namespace fusebox::redis

@@ -1,0 +1,353 @@
+#include "src/tree.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace fusebox::yaml::internal {
+
+// --- Diagnostics ------------------------------------------------------------------
+
+std::string Diagnostics::Where(Mark mark) const {
+  if (mark.line <= 0) return source_;
+  return source_ + ":" + std::to_string(mark.line) + ":" + std::to_string(mark.column);
+}
+
+namespace {
+
+// Keys and values are quoted back in messages; a control character in them
+// (a newline, a terminal escape) must not split a message or reach a
+// terminal, so each is shown as \xNN.
+void AppendEscaped(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+}
+
+std::string Line(std::string_view where, std::string_view path, std::string_view rule) {
+  std::string line;
+  AppendEscaped(line, where);
+  line += ": ";
+  if (!path.empty()) {
+    AppendEscaped(line, path);
+    line += ": ";
+  }
+  AppendEscaped(line, rule);
+  return line;
+}
+
+}  // namespace
+
+void Diagnostics::Error(Mark mark, std::string_view path, std::string_view rule) {
+  errors_.push_back({0, mark.line, mark.column, Line(Where(mark), path, rule)});
+}
+
+void Diagnostics::EnvError(std::string_view variable, std::string_view path,
+                           std::string_view rule) {
+  errors_.push_back({1, 0, 0, Line("env " + std::string(variable), path, rule)});
+}
+
+void Diagnostics::Warning(Mark mark, std::string_view path, std::string_view rule) {
+  warnings_.push_back({0, mark.line, mark.column, Line(Where(mark), path, rule)});
+}
+
+std::vector<std::string> Diagnostics::Sorted(std::vector<Entry> entries) {
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    if (a.group != b.group) return a.group < b.group;
+    if (a.group == 1) return a.text < b.text;
+    return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+  });
+  // The same fault can be found more than once (a bad value in configs.default
+  // fails every instance built on it); say it once.
+  std::vector<std::string> out;
+  std::set<std::string_view> seen;
+  for (const Entry& e : entries) {
+    if (seen.insert(e.text).second) out.push_back(e.text);
+  }
+  return out;
+}
+
+std::vector<std::string> Diagnostics::errors() const { return Sorted(errors_); }
+std::vector<std::string> Diagnostics::warnings() const { return Sorted(warnings_); }
+
+// --- Tree -------------------------------------------------------------------------
+
+const Node* Node::Find(std::string_view child_key) const {
+  for (const Node& c : children) {
+    if (c.key == child_key) return &c;
+  }
+  return nullptr;
+}
+
+std::string JoinPath(std::string_view parent, std::string_view segment) {
+  std::string path(parent);
+  if (!path.empty()) path += '.';
+  if (segment.find('.') != std::string_view::npos) {
+    path += '[';
+    path += segment;
+    path += ']';
+  } else {
+    path += segment;
+  }
+  return path;
+}
+
+namespace {
+
+// Deeper than any configuration; bounds our recursion, and an alias cycle.
+constexpr int kMaxDepth = 64;
+// Aliases let a small text describe a huge tree ("billion laughs"); we copy
+// what they point to, so the copy is bounded.
+constexpr int kMaxNodes = 100000;
+
+Mark ToMark(const YAML::Mark& m) {
+  if (m.is_null() || m.line < 0) return {};
+  return {m.line + 1, m.column + 1};
+}
+
+struct Segment {
+  std::string text;
+  int offset;  // in the key, for the column of a plain key's segment
+};
+
+class Builder {
+ public:
+  explicit Builder(Diagnostics& diags) : diags_(diags) {}
+
+  // Whether a limit stopped the conversion (the tree is then incomplete).
+  bool stopped() const noexcept { return stopped_; }
+
+  void Convert(const YAML::Node& yn, Node& out, int depth) {
+    if (stopped_) return;
+    // Both limits end the whole conversion with one error: an alias that
+    // contains itself would otherwise report the same fault on every branch.
+    if (++nodes_ > kMaxNodes) {
+      Stop(out, "more than " + std::to_string(kMaxNodes) + " values (aliases expanding?)");
+      return;
+    }
+    if (depth > kMaxDepth) {
+      Stop(out, "nested more than " + std::to_string(kMaxDepth) +
+                    " levels deep (an alias that contains itself?)");
+      return;
+    }
+    // An empty value has no position of its own worth showing (yaml-cpp puts
+    // it where the next token starts); its key's stands for it.
+    if (const Mark m = ToMark(yn.Mark()); m.line > 0 && !yn.IsNull()) out.mark = m;
+    switch (yn.Type()) {
+      case YAML::NodeType::Scalar:
+        out.kind = Node::Kind::kScalar;
+        out.scalar = yn.Scalar();
+        return;
+      case YAML::NodeType::Sequence: {
+        out.kind = Node::Kind::kSequence;
+        int i = 0;
+        for (const YAML::Node& item : yn) {
+          Node child;
+          child.path = out.path + "[" + std::to_string(i++) + "]";
+          child.mark = out.mark;
+          Convert(item, child, depth + 1);
+          out.children.push_back(std::move(child));
+        }
+        return;
+      }
+      case YAML::NodeType::Map:
+        out.kind = Node::Kind::kMap;
+        ConvertMap(yn, out, depth);
+        return;
+      case YAML::NodeType::Null:
+      case YAML::NodeType::Undefined:
+        out.kind = Node::Kind::kNull;
+        return;
+    }
+  }
+
+ private:
+  void ConvertMap(const YAML::Node& yn, Node& out, int depth) {
+    std::vector<const YAML::Node*> merges;
+    std::vector<std::pair<YAML::Node, YAML::Node>> entries;
+    for (auto it = yn.begin(); it != yn.end(); ++it) entries.emplace_back(it->first, it->second);
+    for (const auto& [yk, yv] : entries) {
+      const Mark key_mark = ToMark(yk.Mark());
+      if (!yk.IsScalar()) {
+        diags_.Error(key_mark, out.path, "a key must be a string, not a list or a map");
+        continue;
+      }
+      const bool plain = yk.Tag() == "?";
+      if (plain && yk.Scalar() == "<<") {
+        merges.push_back(&yv);
+        continue;
+      }
+      std::vector<Segment> segments;
+      if (!Split(yk.Scalar(), segments)) {
+        diags_.Error(key_mark, out.path.empty() ? yk.Scalar() : out.path + "." + yk.Scalar(),
+                     "bad key: empty segment or unclosed '[' (write a dotted name in "
+                     "brackets, \"[a.b]\")");
+        continue;
+      }
+      // Walk (or create) the maps of every segment but the last.
+      Node* parent = &out;
+      for (std::size_t i = 0; i < segments.size(); ++i) {
+        Node child;
+        child.key = segments[i].text;
+        child.path = JoinPath(parent->path, child.key);
+        child.key_mark = key_mark;
+        if (plain) child.key_mark.column += segments[i].offset;
+        child.mark = child.key_mark;
+        if (i + 1 < segments.size()) {
+          child.kind = Node::Kind::kMap;
+        } else {
+          Convert(yv, child, depth + 1);
+        }
+        parent = Insert(*parent, std::move(child));
+        if (parent == nullptr) break;
+      }
+    }
+    // YAML merge keys: the merged maps' entries, unless given explicitly.
+    for (const YAML::Node* m : merges) {
+      Node merged;
+      merged.path = out.path;
+      merged.mark = ToMark(m->Mark());
+      Convert(*m, merged, depth + 1);
+      std::vector<Node> sources;
+      if (merged.kind == Node::Kind::kMap) {
+        sources.push_back(std::move(merged));
+      } else if (merged.kind == Node::Kind::kSequence) {
+        for (Node& item : merged.children) sources.push_back(std::move(item));
+      }
+      for (Node& source : sources) {
+        if (source.kind != Node::Kind::kMap) {
+          diags_.Error(merged.mark, out.path, "<< (merge key) must name a map or a list of maps");
+          continue;
+        }
+        for (Node& entry : source.children) {
+          if (out.Find(entry.key) == nullptr) {
+            Reroot(entry, out.path);
+            out.children.push_back(std::move(entry));
+          }
+        }
+      }
+    }
+  }
+
+  // A merged entry was converted under its anchor's path; give it ours.
+  static void Reroot(Node& n, const std::string& parent_path) {
+    n.path = JoinPath(parent_path, n.key);
+    for (Node& c : n.children) {
+      if (n.kind == Node::Kind::kMap) {
+        Reroot(c, n.path);
+      } else {
+        c.path = n.path + "[]";
+      }
+    }
+  }
+
+  // Adds `child` to `parent` (a map), merging maps; returns the node now at
+  // that key, or nullptr after reporting a duplicate.
+  Node* Insert(Node& parent, Node child) {
+    if (parent.kind == Node::Kind::kNull) parent.kind = Node::Kind::kMap;
+    for (Node& existing : parent.children) {
+      if (existing.key != child.key) continue;
+      const bool existing_map =
+          existing.kind == Node::Kind::kMap || existing.kind == Node::Kind::kNull;
+      const bool child_map = child.kind == Node::Kind::kMap || child.kind == Node::Kind::kNull;
+      if (existing_map && child_map) {
+        if (existing.kind == Node::Kind::kNull) existing.kind = child.kind;
+        for (Node& grandchild : child.children) {
+          if (Insert(existing, std::move(grandchild)) == nullptr) {
+            // Reported; keep merging the others.
+          }
+        }
+        return &existing;
+      }
+      diags_.Error(child.key_mark, child.path,
+                   "given twice (first at line " + std::to_string(existing.key_mark.line) +
+                       ", column " + std::to_string(existing.key_mark.column) + ")");
+      return nullptr;
+    }
+    parent.children.push_back(std::move(child));
+    return &parent.children.back();
+  }
+
+  // "a.b.[c.d]" -> a, b, c.d. False on an empty segment or a bad bracket.
+  static bool Split(const std::string& key, std::vector<Segment>& out) {
+    std::size_t i = 0;
+    if (key.empty()) return false;
+    while (true) {
+      Segment s;
+      s.offset = static_cast<int>(i);
+      if (i < key.size() && key[i] == '[') {
+        const std::size_t close = key.find(']', i + 1);
+        if (close == std::string::npos) return false;
+        s.text = key.substr(i + 1, close - i - 1);
+        i = close + 1;
+        if (i < key.size() && key[i] != '.') return false;
+      } else {
+        const std::size_t dot = key.find('.', i);
+        const std::size_t end = dot == std::string::npos ? key.size() : dot;
+        s.text = key.substr(i, end - i);
+        i = end;
+      }
+      if (s.text.empty()) return false;
+      out.push_back(std::move(s));
+      if (i >= key.size()) return true;
+      ++i;                                // the dot
+      if (i >= key.size()) return false;  // "a." ends in an empty segment
+    }
+  }
+
+  void Stop(const Node& at, const std::string& why) {
+    stopped_ = true;
+    // The path of a runaway alias is runaway too: show where it starts.
+    const std::string_view path(at.path);
+    diags_.Error(at.mark, path.substr(0, path.find('.')), why);
+  }
+
+  Diagnostics& diags_;
+  int nodes_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+std::optional<Node> ParseTree(std::string_view text, Diagnostics& diags) {
+  if (text.size() > kMaxInputBytes) {
+    diags.Error({}, "", "larger than " + std::to_string(kMaxInputBytes >> 20) + " MiB");
+    return std::nullopt;
+  }
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    diags.Error(ToMark(e.mark), "", "not valid YAML: " + e.msg);
+    return std::nullopt;
+  }
+  Node root;
+  root.mark = {1, 1};
+  try {
+    Builder builder(diags);
+    builder.Convert(doc, root, 0);
+    if (builder.stopped()) return std::nullopt;
+  } catch (const YAML::Exception& e) {
+    // Not expected once the document has loaded, but yaml-cpp may throw from
+    // any accessor; it must not escape the module.
+    diags.Error(ToMark(e.mark), "", "not valid YAML: " + e.msg);
+    return std::nullopt;
+  }
+  return root;
+}
+
+}  // namespace fusebox::yaml::internal

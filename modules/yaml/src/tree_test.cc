@@ -1,0 +1,97 @@
+#include "src/tree.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace fusebox::yaml::internal {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+TEST(YamlTree, DottedKeysArePathsWithTheColumnOfEachSegment) {
+  Diagnostics diags("t.yml");
+  std::optional<Node> root = ParseTree("a.b.c: 1\n", diags);
+  ASSERT_TRUE(root.has_value());
+  const Node* a = root->Find("a");
+  ASSERT_NE(a, nullptr);
+  const Node* c = a->Find("b")->Find("c");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->scalar, "1");
+  EXPECT_EQ(c->path, "a.b.c");
+  EXPECT_EQ(c->key_mark.line, 1);
+  EXPECT_EQ(c->key_mark.column, 5);  // "c" is the fifth character
+  EXPECT_EQ(c->mark.column, 8);
+  EXPECT_THAT(diags.errors(), IsEmpty());
+}
+
+TEST(YamlTree, BracketsKeepADottedSegmentWhole) {
+  Diagnostics diags("t.yml");
+  std::optional<Node> root = ParseTree("instances.[v1.2].x: 1\n", diags);
+  ASSERT_TRUE(root.has_value());
+  const Node* v = root->Find("instances")->Find("v1.2");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->Find("x")->path, "instances.[v1.2].x");
+}
+
+TEST(YamlTree, MapsReachedTwiceMergeButScalarsDoNot) {
+  Diagnostics diags("t.yml");
+  std::optional<Node> root = ParseTree("a.b: 1\na:\n  c: 2\n  b: 3\n", diags);
+  ASSERT_TRUE(root.has_value());
+  EXPECT_EQ(root->Find("a")->Find("c")->scalar, "2");
+  EXPECT_THAT(diags.errors(),
+              ElementsAre("t.yml:4:3: a.b: given twice (first at line 1, column 3)"));
+}
+
+TEST(YamlTree, BadKeysAreReported) {
+  Diagnostics diags("t.yml");
+  std::optional<Node> root = ParseTree("a..b: 1\n[x, y]: 2\n", diags);
+  ASSERT_TRUE(root.has_value());
+  EXPECT_THAT(diags.errors(),
+              ElementsAre("t.yml:1:1: a..b: bad key: empty segment or unclosed '[' (write a "
+                          "dotted name in brackets, \"[a.b]\")",
+                          "t.yml:2:1: a key must be a string, not a list or a map"));
+}
+
+TEST(YamlTree, SyntaxErrorsStopWithTheirPosition) {
+  Diagnostics diags("t.yml");
+  EXPECT_FALSE(ParseTree("a: [1, 2\n", diags).has_value());
+  EXPECT_THAT(diags.errors(),
+              ElementsAre("t.yml:2:1: not valid YAML: end of sequence flow not found"));
+}
+
+// Quoted keys may hold any character; a message must stay one line, and no
+// terminal escape may pass through it.
+TEST(YamlTree, ControlCharactersInMessagesAreEscaped) {
+  Diagnostics diags("t.yml");
+  (void)ParseTree("\"a\\nb\\e[31m\": 1\n\"a\\nb\\e[31m\": 2\n", diags);
+  EXPECT_THAT(diags.errors(),
+              ElementsAre("t.yml:2:1: a\\x0ab\\x1b[31m: given twice (first at line 1, column 1)"));
+}
+
+// Aliases share nodes in yaml-cpp; our copy of them is bounded.
+TEST(YamlTree, AliasBombIsBounded) {
+  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 8; ++i) {
+    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) text += std::string(j ? ", " : "") + "*a" + std::to_string(i - 1);
+    text += "]\n";
+  }
+  Diagnostics diags("t.yml");
+  (void)ParseTree(text, diags);
+  EXPECT_TRUE(diags.has_errors());
+}
+
+// yaml-cpp builds a cycle for an anchor merged into itself; one error, at
+// its start, not one per branch.
+TEST(YamlTree, AliasCycleIsOneError) {
+  Diagnostics diags("t.yml");
+  EXPECT_FALSE(ParseTree("s: &s\n  a:\n    <<: *s\n  b:\n    <<: *s\n", diags).has_value());
+  ASSERT_EQ(diags.errors().size(), 1u);
+  EXPECT_THAT(diags.errors()[0], ::testing::HasSubstr(": s: nested more than 64 levels deep"));
+}
+
+}  // namespace
+}  // namespace fusebox::yaml::internal

@@ -1,0 +1,493 @@
+// RedisSharedState against a real redis-server: breakers of several
+// "instances" (each its own RedisSharedState, hence its own connections)
+// sharing one circuit, T2-T11 of the shared-state notes end to end, and one
+// test with separate processes.
+//
+// The breakers run on ManualClocks; Redis' TTLs run on the server's real
+// clock, so the OPEN times here are a few hundred milliseconds and a test
+// that must get past one waits on Redis (PollUntil reading the circuit), then
+// advances the breakers' clock.
+#include "fusebox/redis/shared_state.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <latch>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fusebox/circuit_breaker.h"
+#include "fusebox/redis/circuit_scripts.h"
+#include "fusebox/testing/manual_clock.h"
+#include "tests/redis/redis_server.h"
+
+extern char** environ;
+
+namespace fusebox::redis {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::PollUntil;
+using testing::Pttl;
+using testing::RedisServer;
+
+constexpr std::string_view kCircuit = "meta:read:17841400000000000:quota";
+constexpr Duration kOpen = milliseconds(300);
+
+class RedisSharedStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = RedisServer::Start();
+    ASSERT_TRUE(server.has_value()) << server.error();
+    server_ = std::move(*server);
+    auto conn = server_->Connect();
+    ASSERT_TRUE(conn.has_value()) << conn.error();
+    raw_ = std::move(*conn);
+  }
+
+  SharedStateOptions Options() {
+    SharedStateOptions o;
+    o.connection.port = server_->port();
+    o.connection.connect_timeout = milliseconds(200);
+    o.connection.command_timeout = milliseconds(200);
+    o.heartbeat = milliseconds(200);
+    o.min_grace = seconds(30);
+    o.down_for = seconds(1);
+    return o;
+  }
+
+  std::shared_ptr<RedisSharedState> Store(SharedStateOptions o) {
+    auto s = RedisSharedState::Create(std::move(o));
+    EXPECT_TRUE(s.has_value()) << s.error();
+    if (!s) return nullptr;
+    auto store = *s;
+    EXPECT_TRUE(PollUntil([&] { return store->healthy(); })) << "never subscribed";
+    return store;
+  }
+  std::shared_ptr<RedisSharedState> Store() { return Store(Options()); }
+
+  CircuitBreakerConfig Config(std::shared_ptr<SharedState> store) {
+    CircuitBreakerConfig c;
+    c.sliding_window_size = 4;
+    c.minimum_number_of_calls = 4;
+    c.permitted_number_of_calls_in_half_open_state = 1;
+    c.wait_duration_in_open_state = kOpen;
+    c.shared_state = std::move(store);
+    c.shared_probe_lease = seconds(5);
+    return c;
+  }
+
+  std::unique_ptr<CircuitBreaker> Breaker(std::shared_ptr<SharedState> store, Clock& clock) {
+    return *CircuitBreaker::Create(std::string(kCircuit), Config(std::move(store)), clock);
+  }
+  std::unique_ptr<CircuitBreaker> Breaker(std::shared_ptr<SharedState> store) {
+    return Breaker(std::move(store), clock_);
+  }
+
+  static void Trip(CircuitBreaker& b) {
+    for (int i = 0; i < 4 && b.state() == State::kClosed; ++i) {
+      auto p = b.TryAcquire();
+      ASSERT_TRUE(p.has_value());
+      p->Failure(milliseconds(1));
+    }
+    ASSERT_EQ(b.state(), State::kOpen);
+  }
+
+  // One call, so that a new breaker reads the fleet (and then trusts pushes).
+  static void Warm(CircuitBreaker& b) {
+    auto p = b.TryAcquire();
+    if (p) p->Success(milliseconds(1));
+  }
+
+  ReadResult::State FleetState() {
+    auto r = scripts_.Read(*raw_, kCircuit);
+    EXPECT_TRUE(r.has_value()) << r.error();
+    return r ? r->state : ReadResult::State::kClosed;
+  }
+
+  // Waits on Redis until the OPEN time is over, then moves the breakers'
+  // clock past their own wait.
+  void WaitForRecovery() {
+    ASSERT_TRUE(PollUntil([&] { return FleetState() == ReadResult::State::kHalfOpen; }));
+    clock_.Advance(kOpen + milliseconds(1));
+  }
+
+  // Every command the server ran, as INFO commandstats counts them (commands
+  // run inside scripts included), but the harness' INFO and the subscribers'
+  // heartbeat PINGs.
+  std::int64_t ServerCommands() {
+    auto calls = server_->CommandCalls();
+    EXPECT_TRUE(calls.has_value()) << calls.error();
+    std::int64_t n = 0;
+    for (const auto& [command, count] : *calls) {
+      if (command != "info" && command != "ping") n += count;
+    }
+    return n;
+  }
+
+  fusebox::testing::ManualClock clock_;
+  std::unique_ptr<RedisServer> server_;
+  std::unique_ptr<Connection> raw_;
+  CircuitScripts scripts_;
+};
+
+TEST_F(RedisSharedStateTest, ATripReachesEveryInstanceWithinAPushAndCallsCostNoCommand) {
+  auto a = Store(), b = Store(), c = Store();
+  auto ba = Breaker(a), bb = Breaker(b), bc = Breaker(c);
+  for (auto* x : {ba.get(), bb.get(), bc.get()}) Warm(*x);  // one read each
+  auto round_trips = [&] {
+    return a->stats().commands + b->stats().commands + c->stats().commands;
+  };
+  const std::int64_t trips_before = round_trips();
+  const auto t0 = std::chrono::steady_clock::now();
+  Trip(*ba);
+  ASSERT_TRUE(
+      PollUntil([&] { return bb->state() == State::kOpen && bc->state() == State::kOpen; }));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, milliseconds(100)) << "T5: a push on loopback";
+  a->Flush();
+  EXPECT_EQ(round_trips() - trips_before, 1) << "one round trip in all: the trip script";
+  // T7: OPEN circuits are decided from memory.
+  const std::int64_t before = ServerCommands();
+  for (int i = 0; i < 1000; ++i) {
+    EXPECT_FALSE(ba->TryAcquire().has_value());
+    EXPECT_FALSE(bb->TryAcquire().has_value());
+    EXPECT_FALSE(bc->TryAcquire().has_value());
+  }
+  EXPECT_EQ(ServerCommands() - before, 0);
+  auto r = bb->TryAcquire();
+  ASSERT_FALSE(r.has_value());
+  // The pushed remaining time, on b's own clock.
+  EXPECT_LE(*r.error().retry_at(), clock_.Now() + kOpen);
+  EXPECT_GT(*r.error().retry_at(), clock_.Now() + kOpen - milliseconds(100));
+}
+
+TEST_F(RedisSharedStateTest, AClosedCircuitCostsOneReadPerBreakerThenNone) {
+  auto a = Store();
+  auto ba = Breaker(a);
+  const std::int64_t before = ServerCommands();
+  const std::int64_t round_trips = a->stats().commands;
+  Warm(*ba);
+  EXPECT_EQ(ServerCommands() - before, 2) << "one read: PTTL open and PTTL trip, pipelined";
+  for (int i = 0; i < 10000; ++i) Warm(*ba);
+  EXPECT_EQ(ServerCommands() - before, 2);
+  EXPECT_EQ(a->stats().commands - round_trips, 1);
+}
+
+TEST_F(RedisSharedStateTest, ExactlyOneInstanceProbesAndItsSuccessClosesTheFleet) {
+  std::vector<std::shared_ptr<RedisSharedState>> stores;
+  std::vector<std::unique_ptr<CircuitBreaker>> fleet;
+  for (int i = 0; i < 4; ++i) {
+    stores.push_back(Store());
+    fleet.push_back(Breaker(stores.back()));
+    Warm(*fleet.back());
+  }
+  Trip(*fleet[0]);
+  ASSERT_TRUE(PollUntil([&] { return fleet[3]->state() == State::kOpen; }));
+  WaitForRecovery();
+  // T2: every instance, from its own thread, at once.
+  std::latch start(4);
+  std::vector<std::optional<Permit>> permits(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      for (int k = 0; k < 20; ++k) {
+        auto p = fleet[i]->TryAcquire();
+        if (p) {
+          permits[i].emplace(std::move(*p));
+          return;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  int probes = 0;
+  int prober = -1;
+  for (int i = 0; i < 4; ++i) {
+    if (permits[i]) {
+      ++probes;
+      prober = i;
+    }
+  }
+  ASSERT_EQ(probes, 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  permits[prober]->Success(milliseconds(3));
+  ASSERT_TRUE(PollUntil([&] {
+    for (auto& b : fleet)
+      if (b->state() != State::kClosed) return false;
+    return true;
+  }));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(100)) << "T5";
+  EXPECT_EQ(FleetState(), ReadResult::State::kClosed);
+  std::int64_t granted = 0;
+  for (auto& s : stores) granted += s->stats().leases_granted;
+  EXPECT_EQ(granted, 1);
+}
+
+TEST_F(RedisSharedStateTest, AFailedProbeReopensEveryInstance) {
+  auto a = Store(), b = Store();
+  auto ba = Breaker(a), bb = Breaker(b);
+  Warm(*ba);
+  Warm(*bb);
+  Trip(*ba);
+  ASSERT_TRUE(PollUntil([&] { return bb->state() == State::kOpen; }));
+  WaitForRecovery();
+  auto probe = bb->TryAcquire();
+  ASSERT_TRUE(probe.has_value());
+  EXPECT_FALSE(ba->TryAcquire().has_value());  // busy
+  probe->Failure(milliseconds(1));
+  b->Flush();
+  EXPECT_EQ(FleetState(), ReadResult::State::kOpen);
+  // a was rejected as "busy" and rechecks within a second; the push reopens it
+  // for the new OPEN, from now.
+  ASSERT_TRUE(PollUntil([&] {
+    auto r = ba->TryAcquire();
+    return !r && *r.error().retry_at() > clock_.Now() + kOpen - milliseconds(100);
+  }));
+}
+
+TEST_F(RedisSharedStateTest, ACrashedHolderDelaysTheNextProbeOnlyUntilItsLeaseEnds) {
+  auto a = Store();
+  auto ba = Breaker(a);
+  Warm(*ba);
+  Trip(*ba);
+  a->Flush();
+  WaitForRecovery();
+  // An instance that took the lease and died (T3).
+  auto lease = scripts_.Acquire(*raw_, kCircuit, NewToken(), milliseconds(300));
+  ASSERT_TRUE(lease.has_value()) << lease.error();
+  ASSERT_EQ(lease->outcome, AcquireResult::Outcome::kProbe);
+  EXPECT_FALSE(ba->TryAcquire().has_value());
+  ASSERT_TRUE(PollUntil(
+      [&] { return Pttl(*raw_, "fusebox:v1:{" + std::string(kCircuit) + "}:lease") == -2; }));
+  clock_.Advance(seconds(1));  // a's recheck after "busy"
+  auto p = ba->TryAcquire();
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(ba->state(), State::kHalfOpen);
+  p->Success(milliseconds(1));
+  a->Flush();
+  EXPECT_EQ(FleetState(), ReadResult::State::kClosed);
+}
+
+TEST_F(RedisSharedStateTest, ATripDuringAProbeFencesTheProbersClose) {
+  auto a = Store(), b = Store();
+  auto ba = Breaker(a), bb = Breaker(b);
+  Warm(*ba);
+  Warm(*bb);
+  Trip(*ba);
+  ASSERT_TRUE(PollUntil([&] { return bb->state() == State::kOpen; }));
+  WaitForRecovery();
+  auto probe = ba->TryAcquire();
+  ASSERT_TRUE(probe.has_value());
+  // b learns of a rate limit from a call admitted earlier (T4).
+  {
+    auto late = scripts_.Trip(*raw_, kCircuit, seconds(60), seconds(60), "retry_after_hint");
+    ASSERT_TRUE(late.has_value());
+  }
+  ASSERT_TRUE(PollUntil([&] { return ba->state() == State::kOpen; }));
+  probe->Success(milliseconds(1));
+  a->Flush();
+  EXPECT_EQ(FleetState(), ReadResult::State::kOpen);
+  EXPECT_GT(Pttl(*raw_, "fusebox:v1:{" + std::string(kCircuit) + "}:open"), 50'000);
+}
+
+TEST_F(RedisSharedStateTest, AnInstanceThatMissedAPushLearnsAfterItsSubscriberReconnects) {
+  auto a = Store();
+  auto ba = Breaker(a);
+  Warm(*ba);
+  const auto subscribes = a->stats().subscribes;
+  // T6: the subscriber's connection dies just before a trip elsewhere.
+  ASSERT_TRUE(server_->KillPubSubClients().has_value());
+  ASSERT_TRUE(scripts_.Trip(*raw_, kCircuit, seconds(60), seconds(60), "elsewhere").has_value());
+  ASSERT_TRUE(PollUntil([&] { return !ba->TryAcquire().has_value(); }));
+  EXPECT_EQ(ba->state(), State::kOpen);
+  EXPECT_GT(a->stats().subscribes, subscribes);
+}
+
+TEST_F(RedisSharedStateTest, AStoppedRedisCostsNoWaitingAndTheBreakersGoOnLocally) {
+  auto a = Store(), b = Store();
+  auto ba = Breaker(a), bb = Breaker(b);
+  Warm(*ba);
+  Warm(*bb);
+  ASSERT_TRUE(server_->Stop().ok());
+  // T8: a's own rate limit still opens a, at once.
+  {
+    auto p = ba->TryAcquire();
+    ASSERT_TRUE(p.has_value());
+    p->Record(Outcome::OpenFor(seconds(60)));
+  }
+  EXPECT_EQ(ba->state(), State::kOpen);
+  EXPECT_EQ(bb->state(), State::kClosed);  // nobody to tell it
+  // Stale breakers ask the store on every call while it is down; the store's
+  // own breaker answers without I/O once it has seen failure_threshold
+  // failures, so no call waits more than one connect timeout.
+  auto fresh = Breaker(b);
+  auto worst = std::chrono::steady_clock::duration::zero();
+  for (int i = 0; i < 200; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto p = fresh->TryAcquire();
+    worst = std::max(worst, std::chrono::steady_clock::now() - t0);
+    ASSERT_TRUE(p.has_value());
+    p->Success(milliseconds(1));
+  }
+  EXPECT_LT(worst, milliseconds(400));
+  EXPECT_GE(b->stats().refused, 190);
+  EXPECT_GE(b->stats().down_periods, 1);
+  EXPECT_FALSE(b->healthy());
+}
+
+TEST_F(RedisSharedStateTest, APausedRedisCostsAtMostOneTimeoutPerCallThenNone) {
+  auto a = Store();
+  auto fresh = Breaker(a);  // stale: its first calls read
+  ASSERT_TRUE(server_->Pause(seconds(3)).ok());
+  auto worst = std::chrono::steady_clock::duration::zero();
+  for (int i = 0; i < 50; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto p = fresh->TryAcquire();
+    worst = std::max(worst, std::chrono::steady_clock::now() - t0);
+    ASSERT_TRUE(p.has_value());  // fail-open
+    p->Success(milliseconds(1));
+  }
+  EXPECT_LT(worst, milliseconds(500));  // one command timeout (200 ms) and change
+  EXPECT_GE(a->stats().refused, 45);
+}
+
+TEST_F(RedisSharedStateTest, AfterARestartALocalOpenIsReplayedButNeverShortensALongerOne) {
+  auto a = Store();
+  auto ba = Breaker(a);
+  Warm(*ba);
+  ASSERT_TRUE(server_->Stop().ok());
+  {
+    auto p = ba->TryAcquire();
+    ASSERT_TRUE(p.has_value());
+    p->Record(Outcome::OpenFor(seconds(120)));  // only local: Redis is down
+  }
+  ASSERT_TRUE(server_->Restart().ok());
+  auto conn = server_->Connect();
+  ASSERT_TRUE(conn.has_value());
+  raw_ = std::move(*conn);
+  const std::string open_key = "fusebox:v1:{" + std::string(kCircuit) + "}:open";
+  // T9: once a's subscriber is back, a replays what remains of its OPEN.
+  ASSERT_TRUE(PollUntil([&] { return Pttl(*raw_, open_key) > 100'000; }, seconds(10)));
+  EXPECT_LE(Pttl(*raw_, open_key), 120'000);
+  // A longer OPEN set meanwhile is not shortened by another replay.
+  ASSERT_TRUE(scripts_.Trip(*raw_, kCircuit, seconds(600), seconds(60), "longer").has_value());
+  ASSERT_TRUE(server_->KillPubSubClients().has_value());  // forces a resync
+  ASSERT_TRUE(PollUntil([&] { return a->stats().subscribes >= 3; }, seconds(10)));
+  a->Flush();
+  EXPECT_GT(Pttl(*raw_, open_key), 590'000);
+}
+
+TEST_F(RedisSharedStateTest, AScriptCacheFlushCostsOneEvalAndNothingFails) {
+  auto a = Store(), b = Store();
+  auto ba = Breaker(a), bb = Breaker(b);
+  Warm(*ba);
+  Warm(*bb);
+  ASSERT_TRUE(server_->ScriptFlush().ok());  // T10
+  Trip(*ba);
+  ASSERT_TRUE(PollUntil([&] { return bb->state() == State::kOpen; }));
+  EXPECT_EQ(a->stats().errors, 0);
+}
+
+TEST_F(RedisSharedStateTest, InstancesWithClocksHoursApartMakeTheSameDecisions) {
+  // T11: b's clock is an hour ahead of a's; only durations cross Redis.
+  fusebox::testing::ManualClock ahead(fusebox::testing::ManualClock::Options{
+      .start = fusebox::testing::ManualClock::kEpoch + std::chrono::hours(1)});
+  auto a = Store(), b = Store();
+  auto ba = Breaker(a, clock_), bb = Breaker(b, ahead);
+  Warm(*ba);
+  Warm(*bb);
+  Trip(*ba);
+  ASSERT_TRUE(PollUntil([&] { return bb->state() == State::kOpen; }));
+  auto ra = ba->TryAcquire(), rb = bb->TryAcquire();
+  ASSERT_FALSE(ra.has_value());
+  ASSERT_FALSE(rb.has_value());
+  const Duration left_a = *ra.error().retry_at() - clock_.Now();
+  const Duration left_b = *rb.error().retry_at() - ahead.Now();
+  EXPECT_LE(left_b, left_a);
+  EXPECT_GT(left_b, left_a - milliseconds(100));
+}
+
+TEST_F(RedisSharedStateTest, AnUnprobedRecoveryExpiresAndTheNextCallPasses) {
+  SharedStateOptions o = Options();
+  o.min_grace = milliseconds(200);
+  auto a = Store(o);
+  auto ba = Breaker(a);
+  Warm(*ba);
+  Trip(*ba);
+  a->Flush();
+  // T12: OPEN 300 ms, then max(300 ms, 200 ms) of grace with no probe.
+  ASSERT_TRUE(PollUntil([&] { return FleetState() == ReadResult::State::kClosed; }));
+  clock_.Advance(kOpen + milliseconds(1));
+  auto p = ba->TryAcquire();
+  ASSERT_TRUE(p.has_value());
+  p->Success(milliseconds(1));
+  EXPECT_EQ(ba->state(), State::kClosed);
+}
+
+TEST_F(RedisSharedStateTest, BadOptionsAreRefusedByName) {
+  SharedStateOptions o = Options();
+  o.heartbeat = Duration::zero();
+  auto s = RedisSharedState::Create(o);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_THAT(std::string(s.error().message()), ::testing::HasSubstr("heartbeat"));
+  o = Options();
+  o.prefix = "a{b";
+  EXPECT_FALSE(RedisSharedState::Create(o).has_value());
+}
+
+// Separate processes: each child (tests/redis/probe_child.cc) is an instance
+// with its own store and breaker that calls twice and says whether it got the
+// probe. Exactly one of them may.
+TEST_F(RedisSharedStateTest, SeparateProcessesShareOneProbe) {
+  ASSERT_TRUE(scripts_.Trip(*raw_, kCircuit, milliseconds(200), seconds(30), "test").has_value());
+  ASSERT_TRUE(PollUntil([&] { return FleetState() == ReadResult::State::kHalfOpen; }));
+  constexpr int kChildren = 4;
+  std::vector<pid_t> pids;
+  std::vector<int> fds;
+  const std::string port = std::to_string(server_->port());
+  for (int i = 0; i < kChildren; ++i) {
+    int pipefd[2];
+    ASSERT_EQ(pipe(pipefd), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, pipefd[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, pipefd[0]);
+    std::string exe = FUSEBOX_REDIS_PROBE_CHILD;
+    std::string circuit(kCircuit);
+    char* argv[] = {exe.data(), const_cast<char*>(port.c_str()), circuit.data(), nullptr};
+    pid_t pid;
+    ASSERT_EQ(posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    close(pipefd[1]);
+    pids.push_back(pid);
+    fds.push_back(pipefd[0]);
+  }
+  int probes = 0, busy = 0;
+  for (int i = 0; i < kChildren; ++i) {
+    std::string out;
+    char buf[64];
+    ssize_t n;
+    while ((n = read(fds[i], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    close(fds[i]);
+    int status = 0;
+    waitpid(pids[i], &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+    if (out.find("probe") != std::string::npos) ++probes;
+    if (out.find("rejected") != std::string::npos) ++busy;
+  }
+  EXPECT_EQ(probes, 1);
+  EXPECT_EQ(busy, kChildren - 1);
+}
+
+}  // namespace
+}  // namespace fusebox::redis

@@ -14,7 +14,7 @@ SHELL := /bin/bash
 
 DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev make git libcli11-dev nlohmann-json3-dev libyaml-cpp-dev chromium \
-                libhiredis-dev redis-server
+                libspdlog-dev prometheus libhiredis-dev redis-server
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 

@@ -1,0 +1,296 @@
+// MetricsCollector: per-breaker counters kept by a listener, and snapshots.
+//
+// The counters a call touches are relaxed atomics in one heap block per
+// breaker (Series): each is an independent tally, read only by snapshots, and
+// no decision depends on two of them agreeing, so no ordering is needed.
+// Transitions and OPEN time are rare and go under the series' mutex.
+//
+// Lifetime: the breaker owns the listener, the listener and the collector
+// share the Series. The listener's destructor runs while its breaker is being
+// destroyed and removes the breaker's entry from the collector (if the
+// collector still exists), so the collector never holds an entry for a dead
+// breaker, and a new breaker at the same address gets a fresh entry.
+#include "fusebox/metrics.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+namespace fusebox {
+
+int StateCode(State state) noexcept {
+  switch (state) {
+    case State::kClosed:
+      return 0;
+    case State::kHalfOpen:
+      return 1;
+    case State::kOpen:
+      return 2;
+    case State::kDisabled:
+      return 3;
+    case State::kMetricsOnly:
+      return 4;
+    case State::kForcedOpen:
+      return 5;
+    case State::kForcedClosed:
+      return 6;
+  }
+  return -1;
+}
+
+std::string_view StateLabel(State state) noexcept {
+  switch (state) {
+    case State::kClosed:
+      return "closed";
+    case State::kOpen:
+      return "open";
+    case State::kHalfOpen:
+      return "half_open";
+    case State::kDisabled:
+      return "disabled";
+    case State::kMetricsOnly:
+      return "metrics_only";
+    case State::kForcedOpen:
+      return "forced_open";
+    case State::kForcedClosed:
+      return "forced_closed";
+  }
+  return "unknown";
+}
+
+RetrySample RetryCounters::Sample(std::string name) const {
+  RetrySample s;
+  s.name = std::move(name);
+  s.successful_without_retry = counts_[0].load(std::memory_order_relaxed);
+  s.successful_with_retry = counts_[1].load(std::memory_order_relaxed);
+  s.failed_without_retry = counts_[2].load(std::memory_order_relaxed);
+  s.failed_with_retry = counts_[3].load(std::memory_order_relaxed);
+  return s;
+}
+
+namespace {
+
+struct Series {
+  std::atomic<std::uint64_t> calls[3] = {};
+  std::atomic<std::uint64_t> duration_ns[3] = {};
+  std::atomic<std::uint64_t> slow[2] = {};
+  std::atomic<std::uint64_t> not_permitted{0};
+  std::atomic<std::uint64_t> probes[3] = {};
+
+  internal::Mutex mu;
+  std::vector<TransitionCount> transitions FUSEBOX_GUARDED_BY(mu);
+  bool open FUSEBOX_GUARDED_BY(mu) = false;
+  TimePoint open_since FUSEBOX_GUARDED_BY(mu){};
+  Duration open_total FUSEBOX_GUARDED_BY(mu) = Duration::zero();
+};
+
+auto TransitionKey(const TransitionCount& t) {
+  return std::make_tuple(static_cast<int>(t.from), static_cast<int>(t.to),
+                         static_cast<int>(t.reason));
+}
+
+}  // namespace
+
+struct MetricsCollector::Core {
+  mutable internal::Mutex mu;
+  std::unordered_map<const CircuitBreaker*, std::shared_ptr<Series>> series FUSEBOX_GUARDED_BY(mu);
+  std::map<std::string, const Bulkhead*, std::less<>> bulkheads FUSEBOX_GUARDED_BY(mu);
+  std::map<std::string, const RateLimiter*, std::less<>> limiters FUSEBOX_GUARDED_BY(mu);
+  std::map<std::string, std::unique_ptr<RetryCounters>, std::less<>> retries FUSEBOX_GUARDED_BY(mu);
+
+  std::atomic<std::uint64_t> registry_events[5] = {};
+};
+
+class MetricsCollector::Listener final : public CircuitBreakerListener {
+ public:
+  Listener(std::shared_ptr<Series> series, std::weak_ptr<Core> core, const CircuitBreaker* key)
+      : series_(std::move(series)), core_(std::move(core)), key_(key) {}
+
+  ~Listener() override {
+    // Runs while the breaker is being destroyed (it owns this listener).
+    if (std::shared_ptr<Core> core = core_.lock()) {
+      internal::MutexLock lock(&core->mu);
+      auto it = core->series.find(key_);
+      if (it != core->series.end() && it->second == series_) core->series.erase(it);
+    }
+  }
+
+  void OnOutcome(const OutcomeEvent& e) override {
+    const auto i = static_cast<std::size_t>(e.kind);
+    if (i >= 3) return;
+    Series& s = *series_;
+    s.calls[i].fetch_add(1, std::memory_order_relaxed);
+    if (e.duration > Duration::zero()) {
+      s.duration_ns[i].fetch_add(static_cast<std::uint64_t>(e.duration.count()),
+                                 std::memory_order_relaxed);
+    }
+    if (e.slow && e.kind != OutcomeKind::kIgnored)
+      s.slow[i].fetch_add(1, std::memory_order_relaxed);
+    if (e.state == State::kHalfOpen && !e.late) s.probes[i].fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void OnRejection(const RejectionEvent& /*e*/) override {
+    series_->not_permitted.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void OnTransition(const TransitionEvent& e) override {
+    Series& s = *series_;
+    internal::MutexLock lock(&s.mu);
+    const TransitionCount key{e.from, e.to, e.reason, 0};
+    auto it = std::lower_bound(s.transitions.begin(), s.transitions.end(), key,
+                               [](const TransitionCount& a, const TransitionCount& b) {
+                                 return TransitionKey(a) < TransitionKey(b);
+                               });
+    if (it == s.transitions.end() || TransitionKey(*it) != TransitionKey(key)) {
+      it = s.transitions.insert(it, key);
+    }
+    ++it->count;
+    // OPEN time: from entering OPEN to leaving it; OPEN -> OPEN (a longer
+    // hint, a fleet signal) does not restart the period.
+    if (e.to == State::kOpen && !s.open) {
+      s.open = true;
+      s.open_since = e.at;
+    } else if (e.to != State::kOpen && s.open) {
+      if (e.at > s.open_since) s.open_total += e.at - s.open_since;
+      s.open = false;
+    }
+  }
+
+ private:
+  const std::shared_ptr<Series> series_;
+  const std::weak_ptr<Core> core_;
+  const CircuitBreaker* const key_;
+};
+
+MetricsCollector::MetricsCollector() : core_(std::make_shared<Core>()) {}
+
+MetricsCollector::~MetricsCollector() = default;
+
+void MetricsCollector::Attach(CircuitBreaker& breaker) {
+  auto series = std::make_shared<Series>();
+  {
+    internal::MutexLock lock(&core_->mu);
+    if (!core_->series.try_emplace(&breaker, series).second) return;
+  }
+  if (breaker.state() == State::kOpen) {
+    internal::MutexLock lock(&series->mu);
+    series->open = true;
+    series->open_since = breaker.clock().Now();
+  }
+  breaker.AddListener(std::make_shared<Listener>(series, core_, &breaker));
+}
+
+void MetricsCollector::OnRegistryEvent(const RegistryEvent& event) {
+  const auto i = static_cast<std::size_t>(event.kind);
+  if (i < 5) core_->registry_events[i].fetch_add(1, std::memory_order_relaxed);
+}
+
+void MetricsCollector::AddBulkhead(std::string name, const Bulkhead& bulkhead) {
+  internal::MutexLock lock(&core_->mu);
+  core_->bulkheads.insert_or_assign(std::move(name), &bulkhead);
+}
+
+bool MetricsCollector::RemoveBulkhead(std::string_view name) {
+  internal::MutexLock lock(&core_->mu);
+  auto it = core_->bulkheads.find(name);
+  if (it == core_->bulkheads.end()) return false;
+  core_->bulkheads.erase(it);
+  return true;
+}
+
+void MetricsCollector::AddRateLimiter(std::string name, const RateLimiter& limiter) {
+  internal::MutexLock lock(&core_->mu);
+  core_->limiters.insert_or_assign(std::move(name), &limiter);
+}
+
+bool MetricsCollector::RemoveRateLimiter(std::string_view name) {
+  internal::MutexLock lock(&core_->mu);
+  auto it = core_->limiters.find(name);
+  if (it == core_->limiters.end()) return false;
+  core_->limiters.erase(it);
+  return true;
+}
+
+RetryCounters& MetricsCollector::RetryCountersFor(std::string_view name) {
+  internal::MutexLock lock(&core_->mu);
+  auto it = core_->retries.find(name);
+  if (it == core_->retries.end()) {
+    it = core_->retries.emplace(std::string(name), std::make_unique<RetryCounters>()).first;
+  }
+  return *it->second;
+}
+
+MetricsSnapshot MetricsCollector::Collect() const {
+  MetricsSnapshot snapshot;
+  internal::MutexLock lock(&core_->mu);
+  for (const auto& [name, b] : core_->bulkheads) {
+    snapshot.bulkheads.push_back(BulkheadSample{
+        name, b->available_permits(), b->options().max_concurrent_calls, b->waiting_calls()});
+  }
+  for (const auto& [name, l] : core_->limiters) {
+    snapshot.rate_limiters.push_back(
+        RateLimiterSample{name, l->AvailablePermits(), l->options().limit_for_period});
+  }
+  for (const auto& [name, r] : core_->retries) snapshot.retries.push_back(r->Sample(name));
+  return snapshot;
+}
+
+MetricsSnapshot MetricsCollector::Collect(const Registry& registry) const {
+  MetricsSnapshot snapshot = Collect();
+  snapshot.breakers.reserve(registry.size());
+  registry.ForEach([&](const std::string& /*key*/, CircuitBreaker& breaker) {
+    snapshot.breakers.push_back(Sample(breaker));
+  });
+  RegistrySample r;
+  r.breakers = registry.size();
+  for (std::size_t i = 0; i < 5; ++i) {
+    r.events[i] = core_->registry_events[i].load(std::memory_order_relaxed);
+  }
+  snapshot.registry = r;
+  return snapshot;
+}
+
+void MetricsCollector::AddBreaker(MetricsSnapshot& snapshot, const CircuitBreaker& breaker) const {
+  snapshot.breakers.push_back(Sample(breaker));
+}
+
+BreakerSample MetricsCollector::Sample(const CircuitBreaker& breaker) const {
+  BreakerSample sample;
+  sample.name = breaker.name();
+  // The breaker's own lock, taken with no collector lock held.
+  sample.window = breaker.metrics();
+  std::shared_ptr<Series> series;
+  {
+    internal::MutexLock lock(&core_->mu);
+    auto it = core_->series.find(&breaker);
+    if (it != core_->series.end()) series = it->second;
+  }
+  if (series == nullptr) return sample;
+  sample.observed = true;
+  BreakerCounters& c = sample.counters;
+  for (std::size_t i = 0; i < 3; ++i) {
+    c.calls[i] = series->calls[i].load(std::memory_order_relaxed);
+    c.call_duration[i] = Duration(
+        static_cast<Duration::rep>(series->duration_ns[i].load(std::memory_order_relaxed)));
+    c.probes[i] = series->probes[i].load(std::memory_order_relaxed);
+  }
+  c.slow_successful = series->slow[0].load(std::memory_order_relaxed);
+  c.slow_failed = series->slow[1].load(std::memory_order_relaxed);
+  c.not_permitted = series->not_permitted.load(std::memory_order_relaxed);
+  internal::MutexLock lock(&series->mu);
+  c.transitions = series->transitions;
+  c.time_open = series->open_total;
+  if (series->open) {
+    const TimePoint now = breaker.clock().Now();
+    if (now > series->open_since) c.time_open += now - series->open_since;
+  }
+  return sample;
+}
+
+std::size_t MetricsCollector::observed_breakers() const {
+  internal::MutexLock lock(&core_->mu);
+  return core_->series.size();
+}
+
+}  // namespace fusebox

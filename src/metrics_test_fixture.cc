@@ -1,0 +1,76 @@
+#include "metrics_test_fixture.h"
+
+#include <chrono>
+#include <memory>
+
+#include "fusebox/bulkhead.h"
+#include "fusebox/circuit_breaker.h"
+#include "fusebox/metrics.h"
+#include "fusebox/observer.h"
+#include "fusebox/prometheus.h"
+#include "fusebox/rate_limiter.h"
+#include "fusebox/registry.h"
+#include "fusebox/testing/manual_clock.h"
+
+namespace fusebox::testing {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string RenderMetricsFixture() {
+  ManualClock clock;
+  auto metrics = std::make_shared<MetricsCollector>();
+  RegistryOptions options{.clock = &clock};
+  options.default_config = CircuitBreakerConfig{
+      .slow_call_duration_threshold = seconds(1),
+      .permitted_number_of_calls_in_half_open_state = 2,
+      .sliding_window_size = 4,
+      .minimum_number_of_calls = 4,
+      .wait_duration_in_open_state = seconds(10),
+  };
+  ObserveRegistry(options, {metrics});
+  auto registry = std::move(*Registry::Create(std::move(options)));
+
+  // payment: two successes and two failures (one slow) open it at 50 %; three
+  // rejections; ten seconds and a millisecond OPEN; two probes close it.
+  auto payment = *registry->Get("payment");
+  payment->TryAcquire()->Success(milliseconds(100));
+  payment->TryAcquire()->Success(milliseconds(200));
+  payment->TryAcquire()->Failure(milliseconds(300));
+  payment->TryAcquire()->Failure(seconds(2));
+  for (int i = 0; i < 3; ++i) (void)payment->TryAcquire();
+  clock.Advance(seconds(10) + milliseconds(1));  // OPEN ends strictly after its wait
+  payment->TryAcquire()->Success(milliseconds(50));
+  payment->TryAcquire()->Success(milliseconds(50));
+  // The fresh window: one failure; one call ignored.
+  payment->TryAcquire()->Failure(milliseconds(5));
+  payment->TryAcquire()->Ignore();
+
+  // inventory: forced open by an operator, one rejection.
+  auto inventory = *registry->Get("inventory");
+  inventory->ForceOpen({.reason = "incident 42", .actor = "alice"});
+  (void)inventory->TryAcquire();
+
+  // A name no exporter should trust: quote, backslash, newline, non-ASCII and
+  // a byte that is not UTF-8.
+  auto weird = *registry->Get("we\"ird\\name\nline-\xC3\xBC-\xFF");
+  weird->TryAcquire()->Success(milliseconds(1));
+
+  auto bulkhead = std::move(*Bulkhead::Create({.max_concurrent_calls = 5}, clock));
+  auto held = bulkhead->TryAcquire();
+  metrics->AddBulkhead("payment", *bulkhead);
+
+  auto limiter = std::move(*RateLimiter::Create({.limit_for_period = 10}, clock));
+  (void)limiter->TryAcquire(3);
+  metrics->AddRateLimiter("meta", *limiter);
+
+  RetryCounters& retry = metrics->RetryCountersFor("payment");
+  retry.Record(/*succeeded=*/true, /*attempts=*/1);
+  retry.Record(true, 1);
+  retry.Record(true, 3);
+  retry.Record(false, 3);
+
+  return RenderPrometheus(metrics->Collect(*registry));
+}
+
+}  // namespace fusebox::testing

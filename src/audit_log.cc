@@ -65,6 +65,8 @@ class AuditLog::Listener final : public CircuitBreakerListener {
 
   // Transitions are delivered one at a time per breaker, so the override
   // remembered here needs no lock.
+  unsigned interests() const override { return kTransitionEvents; }
+
   void OnTransition(const TransitionEvent& e) override {
     const std::string_view action = AuditAction(e);
     if (action.empty()) {

@@ -76,58 +76,32 @@ thread_local unsigned t_stripe = [] {
   return next.fetch_add(1, std::memory_order_relaxed) % kStripes;
 }();
 
-// Writer slots for CircuitBreaker::counters_. Up to kOwnedSlots threads at a
-// time each own one slot index, the same in every breaker, and are its only
-// writer: they add with a relaxed load and store, which costs a plain add
-// instead of a locked one. Threads beyond that share the last slot and use
-// fetch_add. A slot is handed back when its thread exits; the release and the
-// next claim (acq_rel on g_slots) order the old owner's last store before the
-// new owner's first load, so counts carry over exactly. Readers only sum
-// slots; they never write them (a reset subtracts a remembered base instead).
-constexpr int kOwnedSlots = 8;
-constexpr int kSharedSlot = kOwnedSlots;
+// Writer slots for CircuitBreaker::counters_ (internal::WriterSlot(),
+// circuit_breaker.h). Up to kOwnedWriterSlots threads at a time each own one
+// slot index, the same in every breaker, and are its only writer: they add
+// with a relaxed load and store, which costs a plain add instead of a locked
+// one. Threads beyond that share the last slot and use fetch_add. A slot is
+// handed back when its thread exits; the release and the next claim (acq_rel
+// on g_slots) order the old owner's last store before the new owner's first
+// load, so counts carry over exactly. Readers only sum slots; they never write
+// them (a reset subtracts a remembered base instead).
+using internal::kOwnedWriterSlots;
+constexpr int kSharedSlot = internal::kSharedWriterSlot;
 std::atomic<std::uint32_t> g_slots{0};
-thread_local int t_slot = -1;  // -1: not claimed yet.
 
 struct SlotRelease {
   ~SlotRelease() {
-    if (t_slot >= 0 && t_slot < kOwnedSlots) {
-      g_slots.fetch_and(~(1u << t_slot), std::memory_order_acq_rel);
+    const int slot = internal::t_writer_slot;
+    if (slot >= 0 && slot < kOwnedWriterSlots) {
+      g_slots.fetch_and(~(1u << slot), std::memory_order_acq_rel);
     }
   }
 };
 
-int ClaimSlot() {
-  thread_local SlotRelease release;  // Its destructor hands the slot back.
-  (void)release;
-  std::uint32_t bits = g_slots.load(std::memory_order_relaxed);
-  for (;;) {
-    int free = -1;
-    for (int i = 0; i < kOwnedSlots; ++i) {
-      if (!(bits & (1u << i))) {
-        free = i;
-        break;
-      }
-    }
-    if (free < 0) return t_slot = kSharedSlot;
-    if (g_slots.compare_exchange_weak(bits, bits | (1u << free), std::memory_order_acq_rel)) {
-      return t_slot = free;
-    }
-  }
-}
+inline int MySlot() { return internal::WriterSlot(); }
 
-inline int MySlot() {
-  const int slot = t_slot;
-  return slot >= 0 ? slot : ClaimSlot();
-}
-
-// Adds one to `counter` of slot `slot`.
 inline void Bump(std::atomic<std::uint64_t>& counter, int slot) {
-  if (slot != kSharedSlot) {
-    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  } else {
-    counter.fetch_add(1, std::memory_order_relaxed);
-  }
+  internal::AddToSlot(counter, slot, 1);
 }
 
 bool IsOverrideState(State s) {
@@ -136,6 +110,25 @@ bool IsOverrideState(State s) {
 }
 
 }  // namespace
+
+int internal::ClaimWriterSlot() noexcept {
+  thread_local SlotRelease release;  // Its destructor hands the slot back.
+  (void)release;
+  std::uint32_t bits = g_slots.load(std::memory_order_relaxed);
+  for (;;) {
+    int free = -1;
+    for (int i = 0; i < kOwnedWriterSlots; ++i) {
+      if (!(bits & (1u << i))) {
+        free = i;
+        break;
+      }
+    }
+    if (free < 0) return t_writer_slot = kSharedSlot;
+    if (g_slots.compare_exchange_weak(bits, bits | (1u << free), std::memory_order_acq_rel)) {
+      return t_writer_slot = free;
+    }
+  }
+}
 
 std::string_view StateName(State state) noexcept {
   switch (state) {
@@ -274,8 +267,17 @@ Status CircuitBreakerConfig::Validate() const {
 
 namespace {
 
+struct ListenerItem {
+  std::uint64_t id = 0;
+  // CircuitBreakerListener::Interest bits, read once when added.
+  unsigned interests = 0;
+  std::shared_ptr<CircuitBreakerListener> listener;
+};
+
 struct ListenerList {
-  std::vector<std::pair<std::uint64_t, std::shared_ptr<CircuitBreakerListener>>> items;
+  std::vector<ListenerItem> items;
+  // The union of the items' interests.
+  unsigned interests = 0;
 };
 
 // A transition waiting to be delivered; owns the strings its event points to.
@@ -344,6 +346,10 @@ struct alignas(64) CircuitBreaker::Core {
   std::optional<OverrideInfo> override_info FUSEBOX_GUARDED_BY(mu);
   std::uint64_t jitter_state FUSEBOX_GUARDED_BY(mu) = 0;
   std::int64_t late_outcomes FUSEBOX_GUARDED_BY(mu) = 0;
+  // Cumulative, for totals(): slow calls (success, failure) and half-open
+  // probe outcomes by OutcomeKind.
+  std::int64_t slow_calls[2] FUSEBOX_GUARDED_BY(mu) = {0, 0};
+  std::int64_t probe_calls[3] FUSEBOX_GUARDED_BY(mu) = {0, 0, 0};
   std::atomic<std::int64_t> listener_errors{0};
 
   // Listeners: the list is replaced, never modified, so that readers on the
@@ -445,9 +451,10 @@ struct alignas(64) CircuitBreaker::Core {
   // Starts the rejection count of metrics `k` (0 closed, 1 probe) afresh.
   void ResetRejectedLocked(int k) FUSEBOX_REQUIRES(mu) { rejected_base[k] = SumRejected(k); }
 
-  bool HasListeners() const {
+  // Whether some listener wants `interest` (CircuitBreakerListener::Interest).
+  bool Listening(unsigned interest) const {
     const ListenerList* l = listeners.load(std::memory_order_acquire);
-    return l != nullptr && !l->items.empty();
+    return l != nullptr && (l->interests & interest) != 0;
   }
 
   TimePoint CoarseNow() { return cb.clock_.CoarseNow(); }
@@ -546,10 +553,12 @@ struct alignas(64) CircuitBreaker::Core {
                          (static_cast<std::uint64_t>(epoch) << kEpochShift) |
                          (probe ? kProbeMetricsBit : 0);
     const ListenerList* l = listeners.load(std::memory_order_relaxed);
-    const bool listening = l != nullptr && !l->items.empty();
-    if (listening) word |= kRejectionListenersBit;
+    const unsigned interests = l != nullptr ? l->interests : 0;
+    if (interests & CircuitBreakerListener::kRejectionEvents) word |= kRejectionListenersBit;
+    const bool ordered = (interests & CircuitBreakerListener::kOutcomeEvents) != 0;
+    if (ordered) word |= internal::kOutcomeListenersBit;
     if (shared_stale) word |= internal::kSharedStaleBit;
-    if (state == State::kClosed && !listening) {
+    if (state == State::kClosed && !ordered) {
       internal::SlidingWindow& w = closed_window;
       const internal::WindowTotals& t = w.Totals(second);
       if (w.type() == SlidingWindowType::kCountBased) {
@@ -622,7 +631,7 @@ struct alignas(64) CircuitBreaker::Core {
     const std::uint64_t old_word = cb.word_.load(std::memory_order_relaxed);
     const State from = StateOf(old_word);
     const std::int64_t second = SecondOf(cb.clock_.CoarseNow());
-    const bool listening = HasListeners();
+    const bool listening = Listening(CircuitBreakerListener::kTransitionEvents);
     CircuitBreakerMetrics counts;
     if (listening) counts = MetricsLocked(second);
 
@@ -765,7 +774,7 @@ struct alignas(64) CircuitBreaker::Core {
     }
     // The automatic-transition timer, if any, re-checks the deadline and
     // reschedules itself.
-    if (HasListeners()) {
+    if (Listening(CircuitBreakerListener::kTransitionEvents)) {
       PendingTransition p;
       p.event.from = State::kOpen;
       p.event.to = State::kOpen;
@@ -804,9 +813,10 @@ struct alignas(64) CircuitBreaker::Core {
         p.event.detail = p.detail;
         p.event.actor = p.actor;
         if (l == nullptr) continue;
-        for (const auto& item : l->items) {
+        for (const ListenerItem& item : l->items) {
+          if (!(item.interests & CircuitBreakerListener::kTransitionEvents)) continue;
           try {
-            item.second->OnTransition(p.event);
+            item.listener->OnTransition(p.event);
           } catch (...) {
             listener_errors.fetch_add(1, std::memory_order_relaxed);
           }
@@ -915,9 +925,10 @@ struct alignas(64) CircuitBreaker::Core {
   void NotifyOutcome(const OutcomeEvent& event) {
     const ListenerList* l = listeners.load(std::memory_order_acquire);
     if (l == nullptr) return;
-    for (const auto& item : l->items) {
+    for (const ListenerItem& item : l->items) {
+      if (!(item.interests & CircuitBreakerListener::kOutcomeEvents)) continue;
       try {
-        item.second->OnOutcome(event);
+        item.listener->OnOutcome(event);
       } catch (...) {
         listener_errors.fetch_add(1, std::memory_order_relaxed);
       }
@@ -928,9 +939,10 @@ struct alignas(64) CircuitBreaker::Core {
     const ListenerList* l = listeners.load(std::memory_order_acquire);
     if (l == nullptr) return;
     RejectionEvent event{cb.name_, state, reason, retry_at};
-    for (const auto& item : l->items) {
+    for (const ListenerItem& item : l->items) {
+      if (!(item.interests & CircuitBreakerListener::kRejectionEvents)) continue;
       try {
-        item.second->OnRejection(event);
+        item.listener->OnRejection(event);
       } catch (...) {
         listener_errors.fetch_add(1, std::memory_order_relaxed);
       }
@@ -1334,7 +1346,11 @@ void CircuitBreaker::RecordSlow(std::uint32_t epoch, bool half_open_slot,
     State state = StateOf(word);
     const bool stale = EpochOf(word) != epoch;
     event.state = state;
-    notify = core_->HasListeners();
+    if (slow) ++core_->slow_calls[failed ? 1 : 0];
+    if (state == State::kHalfOpen && (!stale || resilience4j_)) {
+      ++core_->probe_calls[static_cast<std::size_t>(outcome.kind)];
+    }
+    notify = core_->Listening(CircuitBreakerListener::kOutcomeEvents);
 
     if (stale && !resilience4j_) {
       // kDefault: the outcome's state epoch has ended; it decides nothing.
@@ -1415,6 +1431,24 @@ void CircuitBreaker::ReleasePermit(std::uint32_t epoch, bool half_open_slot) noe
   ++core_->half_open_available;
 }
 
+CircuitBreakerTotals CircuitBreaker::totals() const {
+  CircuitBreakerTotals t;
+  for (int i = 0; i <= kSharedSlot; ++i) {
+    const SlotCounters& c = counters_[i];
+    for (std::size_t k = 0; k < 3; ++k) {
+      t.calls[k] += static_cast<std::int64_t>(c.calls[k].load(std::memory_order_relaxed));
+      t.call_time[k] +=
+          Duration(static_cast<Duration::rep>(c.call_ns[k].load(std::memory_order_relaxed)));
+    }
+  }
+  t.not_permitted_calls = static_cast<std::int64_t>(core_->SumRejected(0) + core_->SumRejected(1));
+  internal::SpinMutexLock lock(&core_->mu);
+  t.slow_successful_calls = core_->slow_calls[0];
+  t.slow_failed_calls = core_->slow_calls[1];
+  for (std::size_t k = 0; k < 3; ++k) t.probe_calls[k] = core_->probe_calls[k];
+  return t;
+}
+
 CircuitBreakerMetrics CircuitBreaker::metrics() const {
   internal::SpinMutexLock lock(&core_->mu);
   return core_->MetricsLocked(SecondOf(clock_.CoarseNow()));
@@ -1484,12 +1518,14 @@ std::optional<OverrideInfo> CircuitBreaker::active_override() const {
 }
 
 std::uint64_t CircuitBreaker::AddListener(std::shared_ptr<CircuitBreakerListener> listener) {
+  const unsigned interests = listener->interests() & CircuitBreakerListener::kAllEvents;
   internal::SpinMutexLock lock(&core_->mu);
   const ListenerList* old = core_->listeners.load(std::memory_order_relaxed);
   auto next = std::make_unique<ListenerList>();
-  if (old != nullptr) next->items = old->items;
+  if (old != nullptr) *next = *old;
   const std::uint64_t id = core_->next_listener_id++;
-  next->items.emplace_back(id, std::move(listener));
+  next->items.push_back({id, interests, std::move(listener)});
+  next->interests |= interests;
   // Release: a reader that sees the new list sees it fully built.
   core_->listeners.store(next.release(), std::memory_order_release);
   if (old != nullptr) core_->retired.emplace_back(const_cast<ListenerList*>(old));
@@ -1503,11 +1539,12 @@ bool CircuitBreaker::RemoveListener(std::uint64_t id) {
   if (old == nullptr) return false;
   auto next = std::make_unique<ListenerList>();
   bool found = false;
-  for (const auto& item : old->items) {
-    if (item.first == id) {
+  for (const ListenerItem& item : old->items) {
+    if (item.id == id) {
       found = true;
     } else {
       next->items.push_back(item);
+      next->interests |= item.interests;
     }
   }
   if (!found) return false;

@@ -16,6 +16,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -2021,6 +2022,98 @@ TEST(CircuitBreaker, Resilience4jModeMatchesDefaultOnOrdinaryCycles) {
     EXPECT_EQ(cb->state(), State::kClosed);
     EXPECT_EQ(rec->transitions.size(), 3u);
   }
+}
+
+}  // namespace
+}  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+// totals(): counts since creation, by outcome, with durations; never reset by
+// transitions (unlike metrics(), which is the current window).
+TEST(CircuitBreakerTotals, CountEveryOutcomeSinceCreationAcrossTransitions) {
+  testing::ManualClock clock;
+  CircuitBreakerConfig config;
+  config.sliding_window_size = 4;
+  config.minimum_number_of_calls = 4;
+  config.permitted_number_of_calls_in_half_open_state = 2;
+  config.slow_call_duration_threshold = std::chrono::milliseconds(100);
+  config.wait_duration_in_open_state = std::chrono::seconds(10);
+  auto b = *CircuitBreaker::Create("totals", config, clock);
+  b->TryAcquire()->Success(std::chrono::milliseconds(5));
+  b->TryAcquire()->Success(std::chrono::milliseconds(150));  // slow
+  b->TryAcquire()->Ignore();
+  b->TryAcquire()->Failure(std::chrono::milliseconds(7));
+  b->TryAcquire()->Failure(std::chrono::milliseconds(200));  // slow; 3 of 4 bad: opens
+  ASSERT_EQ(b->state(), State::kOpen);
+  EXPECT_FALSE(b->TryAcquire().has_value());
+  EXPECT_FALSE(b->TryAcquire().has_value());
+  clock.Advance(std::chrono::seconds(11));
+  b->TryAcquire()->Success(std::chrono::milliseconds(1));  // probe
+  b->TryAcquire()->Failure(std::chrono::milliseconds(1));  // probe: 50 %, reopens
+  const CircuitBreakerTotals t = b->totals();
+  EXPECT_EQ(t.calls[0], 3);
+  EXPECT_EQ(t.calls[1], 3);
+  EXPECT_EQ(t.calls[2], 1);
+  EXPECT_EQ(t.call_time[0], std::chrono::milliseconds(156));
+  EXPECT_EQ(t.call_time[1], std::chrono::milliseconds(208));
+  EXPECT_EQ(t.slow_successful_calls, 1);
+  EXPECT_EQ(t.slow_failed_calls, 1);
+  EXPECT_EQ(t.not_permitted_calls, 2);
+  EXPECT_EQ(t.probe_calls[0], 1);
+  EXPECT_EQ(t.probe_calls[1], 1);
+  // The window restarted; the totals did not.
+  EXPECT_EQ(b->metrics().not_permitted_calls, 0);
+}
+
+TEST(CircuitBreakerTotals, AddUpExactlyAcrossThreads) {
+  auto b = *CircuitBreaker::Create("totals-mt", CircuitBreakerConfig{});
+  constexpr int kThreads = 12;  // more than the owned writer slots
+  constexpr int kCalls = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kCalls; ++i) {
+        auto p = b->TryAcquire();
+        if (i % 100 == 0) {
+          p->Ignore();
+        } else {
+          p->Success(std::chrono::nanoseconds(3));
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const CircuitBreakerTotals t = b->totals();
+  EXPECT_EQ(t.calls[0], kThreads * (kCalls - kCalls / 100));
+  EXPECT_EQ(t.calls[2], kThreads * (kCalls / 100));
+  EXPECT_EQ(t.call_time[0], std::chrono::nanoseconds(3) * t.calls[0]);
+}
+
+class TransitionsOnly : public CircuitBreakerListener {
+ public:
+  unsigned interests() const override { return kTransitionEvents; }
+  void OnTransition(const TransitionEvent&) override { ++transitions; }
+  void OnOutcome(const OutcomeEvent&) override { ++outcomes; }
+  void OnRejection(const RejectionEvent&) override { ++rejections; }
+  int transitions = 0, outcomes = 0, rejections = 0;
+};
+
+TEST(CircuitBreakerListenerInterests, AListenerGetsOnlyWhatItAskedFor) {
+  testing::ManualClock clock;
+  CircuitBreakerConfig config;
+  config.sliding_window_size = 2;
+  config.minimum_number_of_calls = 2;
+  auto b = *CircuitBreaker::Create("interests", config, clock);
+  auto l = std::make_shared<TransitionsOnly>();
+  b->AddListener(l);
+  b->TryAcquire()->Failure(std::chrono::milliseconds(1));
+  b->TryAcquire()->Failure(std::chrono::milliseconds(1));
+  EXPECT_FALSE(b->TryAcquire().has_value());
+  EXPECT_EQ(l->transitions, 1);
+  EXPECT_EQ(l->outcomes, 0);
+  EXPECT_EQ(l->rejections, 0);
 }
 
 }  // namespace

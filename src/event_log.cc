@@ -76,6 +76,8 @@ class EventLog::Listener final : public CircuitBreakerListener {
     sampler_->FlushLocked(sampler_->clock.Now());
   }
 
+  unsigned interests() const override { return kTransitionEvents | kRejectionEvents; }
+
   void OnTransition(const TransitionEvent& e) override {
     Sampler& s = *sampler_;
     {

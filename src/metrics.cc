@@ -1,9 +1,11 @@
-// MetricsCollector: per-breaker counters kept by a listener, and snapshots.
+// MetricsCollector: per-breaker transition counts and OPEN time kept by a
+// listener, and snapshots.
 //
-// The counters a call touches are relaxed atomics in one heap block per
-// breaker (Series): each is an independent tally, read only by snapshots, and
-// no decision depends on two of them agreeing, so no ordering is needed.
-// Transitions and OPEN time are rare and go under the series' mutex.
+// Calls by outcome, slow calls, rejections and probe results are the
+// breaker's own totals() (per-thread counters it keeps anyway), so the
+// listener asks for transitions only: a call costs the collector nothing,
+// and the breaker keeps its write-free success path. Transitions and OPEN
+// time are rare and go under the series' mutex.
 //
 // Lifetime: the breaker owns the listener, the listener and the collector
 // share the Series. The listener's destructor runs while its breaker is being
@@ -72,12 +74,6 @@ RetrySample RetryCounters::Sample(std::string name) const {
 namespace {
 
 struct Series {
-  std::atomic<std::uint64_t> calls[3] = {};
-  std::atomic<std::uint64_t> duration_ns[3] = {};
-  std::atomic<std::uint64_t> slow[2] = {};
-  std::atomic<std::uint64_t> not_permitted{0};
-  std::atomic<std::uint64_t> probes[3] = {};
-
   internal::Mutex mu;
   std::vector<TransitionCount> transitions FUSEBOX_GUARDED_BY(mu);
   bool open FUSEBOX_GUARDED_BY(mu) = false;
@@ -116,23 +112,7 @@ class MetricsCollector::Listener final : public CircuitBreakerListener {
     }
   }
 
-  void OnOutcome(const OutcomeEvent& e) override {
-    const auto i = static_cast<std::size_t>(e.kind);
-    if (i >= 3) return;
-    Series& s = *series_;
-    s.calls[i].fetch_add(1, std::memory_order_relaxed);
-    if (e.duration > Duration::zero()) {
-      s.duration_ns[i].fetch_add(static_cast<std::uint64_t>(e.duration.count()),
-                                 std::memory_order_relaxed);
-    }
-    if (e.slow && e.kind != OutcomeKind::kIgnored)
-      s.slow[i].fetch_add(1, std::memory_order_relaxed);
-    if (e.state == State::kHalfOpen && !e.late) s.probes[i].fetch_add(1, std::memory_order_relaxed);
-  }
-
-  void OnRejection(const RejectionEvent& /*e*/) override {
-    series_->not_permitted.fetch_add(1, std::memory_order_relaxed);
-  }
+  unsigned interests() const override { return kTransitionEvents; }
 
   void OnTransition(const TransitionEvent& e) override {
     Series& s = *series_;
@@ -266,18 +246,18 @@ BreakerSample MetricsCollector::Sample(const CircuitBreaker& breaker) const {
     auto it = core_->series.find(&breaker);
     if (it != core_->series.end()) series = it->second;
   }
+  BreakerCounters& c = sample.counters;
+  const CircuitBreakerTotals t = breaker.totals();
+  for (std::size_t i = 0; i < 3; ++i) {
+    c.calls[i] = static_cast<std::uint64_t>(t.calls[i]);
+    c.call_duration[i] = t.call_time[i];
+    c.probes[i] = static_cast<std::uint64_t>(t.probe_calls[i]);
+  }
+  c.slow_successful = static_cast<std::uint64_t>(t.slow_successful_calls);
+  c.slow_failed = static_cast<std::uint64_t>(t.slow_failed_calls);
+  c.not_permitted = static_cast<std::uint64_t>(t.not_permitted_calls);
   if (series == nullptr) return sample;
   sample.observed = true;
-  BreakerCounters& c = sample.counters;
-  for (std::size_t i = 0; i < 3; ++i) {
-    c.calls[i] = series->calls[i].load(std::memory_order_relaxed);
-    c.call_duration[i] = Duration(
-        static_cast<Duration::rep>(series->duration_ns[i].load(std::memory_order_relaxed)));
-    c.probes[i] = series->probes[i].load(std::memory_order_relaxed);
-  }
-  c.slow_successful = series->slow[0].load(std::memory_order_relaxed);
-  c.slow_failed = series->slow[1].load(std::memory_order_relaxed);
-  c.not_permitted = series->not_permitted.load(std::memory_order_relaxed);
   internal::MutexLock lock(&series->mu);
   c.transitions = series->transitions;
   c.time_open = series->open_total;

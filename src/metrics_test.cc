@@ -156,13 +156,16 @@ TEST_F(MetricsTest, AttachingTwiceCountsOnce) {
   EXPECT_EQ(metrics_.observed_breakers(), 1u);
 }
 
-TEST_F(MetricsTest, UnattachedBreakerHasGaugesButNoCounters) {
+TEST_F(MetricsTest, UnattachedBreakerHasItsOwnCountsButNoTransitions) {
   auto b = std::move(*CircuitBreaker::Create("loose", SmallWindow(), clock_));
   b->TryAcquire()->Failure(milliseconds(1));
+  b->ForceOpen();
   const BreakerSample s = metrics_.Sample(*b);
   EXPECT_FALSE(s.observed);
-  EXPECT_EQ(s.window.failed_calls, 1);
-  EXPECT_EQ(s.counters.calls[kFailure], 0u);
+  EXPECT_EQ(s.window.state, State::kForcedOpen);
+  // Calls are the breaker's own totals(): counted whether or not observed.
+  EXPECT_EQ(s.counters.calls[kFailure], 1u);
+  EXPECT_TRUE(s.counters.transitions.empty());
 }
 
 TEST_F(MetricsTest, DestroyedBreakerDropsItsCounters) {

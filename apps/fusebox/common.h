@@ -40,6 +40,7 @@ std::string TransitionLabel(const Transition& t);
 class TransitionLog : public CircuitBreakerListener {
  public:
   explicit TransitionLog(TimePoint start) : start_(start) {}
+  unsigned interests() const override { return kTransitionEvents; }
   void OnTransition(const TransitionEvent& e) override;
   // The transitions since the last Take().
   std::vector<Transition> Take();

@@ -319,13 +319,42 @@ struct OutcomeEvent {
   bool late = false;
 };
 
+// Counts since the breaker was created, never reset (Resilience4j's
+// Micrometer counters): what a metrics exporter reads. Kept by the breaker at
+// the cost of a few plain stores to a per-thread cache line per call.
+struct CircuitBreakerTotals {
+  // Calls by outcome, indexed by OutcomeKind (success, failure, ignored),
+  // and the sum of their durations.
+  std::int64_t calls[3] = {0, 0, 0};
+  Duration call_time[3] = {Duration::zero(), Duration::zero(), Duration::zero()};
+  std::int64_t slow_successful_calls = 0;
+  std::int64_t slow_failed_calls = 0;
+  // Calls rejected in OPEN, FORCED_OPEN, or HALF_OPEN with no probe slot left.
+  std::int64_t not_permitted_calls = 0;
+  // Outcomes of half-open probes, by OutcomeKind.
+  std::int64_t probe_calls[3] = {0, 0, 0};
+};
+
 // Receives a breaker's events. Called on the thread that caused the event,
 // after the breaker's lock is released; transitions are delivered one at a
 // time and in order. Exceptions are caught and counted. A listener must not
 // destroy the breaker it listens to.
 class CircuitBreakerListener {
  public:
+  // The callbacks a listener wants.
+  enum Interest : unsigned {
+    kTransitionEvents = 1u << 0,
+    kRejectionEvents = 1u << 1,
+    kOutcomeEvents = 1u << 2,
+    kAllEvents = kTransitionEvents | kRejectionEvents | kOutcomeEvents,
+  };
+
   virtual ~CircuitBreakerListener() = default;
+  // Read once, by AddListener(). Ask only for what you use: while any
+  // listener wants outcomes, every success takes the ordered (locked) path,
+  // and every rejection a listener wants costs a virtual call. Counting calls
+  // needs no listener at all: CircuitBreaker::totals(). Default: kAllEvents.
+  virtual unsigned interests() const { return kAllEvents; }
   virtual void OnTransition(const TransitionEvent& /*event*/) {}
   virtual void OnRejection(const RejectionEvent& /*event*/) {}
   virtual void OnOutcome(const OutcomeEvent& /*event*/) {}
@@ -375,6 +404,31 @@ inline constexpr std::uint64_t kDeferSuccessBit = 1u << 8;
 // created, or the store reconnected): the next call re-reads it first. In the
 // CLOSED test of TryAcquire() it costs nothing: the same one-instruction mask.
 inline constexpr std::uint64_t kSharedStaleBit = 1u << 9;
+// A listener wants every outcome, in order: successes take the locked path.
+inline constexpr std::uint64_t kOutcomeListenersBit = 1u << 10;
+
+// Writer slots of CircuitBreaker's per-thread counters: up to
+// kOwnedWriterSlots threads at a time each own one slot index (the same in
+// every breaker) and update it with plain loads and stores; further threads
+// share the last slot with atomic read-modify-writes. See circuit_breaker.cc.
+inline constexpr int kOwnedWriterSlots = 8;
+inline constexpr int kSharedWriterSlot = kOwnedWriterSlots;
+// This thread's slot, -1 until claimed. Constant-initialized, so reading it
+// is a plain TLS load with no initialization guard.
+inline thread_local int t_writer_slot = -1;
+int ClaimWriterSlot() noexcept;
+inline int WriterSlot() noexcept {
+  const int slot = t_writer_slot;
+  return slot >= 0 ? slot : ClaimWriterSlot();
+}
+// Adds `n` to a counter of slot `slot`: a plain add for an owned slot.
+inline void AddToSlot(std::atomic<std::uint64_t>& counter, int slot, std::uint64_t n) noexcept {
+  if (slot != kSharedWriterSlot) {
+    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  } else {
+    counter.fetch_add(n, std::memory_order_relaxed);
+  }
+}
 inline constexpr int kEpochShift = 32;
 
 template <typename R>
@@ -506,6 +560,9 @@ class CircuitBreaker {
   std::uint64_t AddListener(std::shared_ptr<CircuitBreakerListener> listener);
   bool RemoveListener(std::uint64_t id);
 
+  // Counts since creation (see CircuitBreakerTotals).
+  CircuitBreakerTotals totals() const;
+
   // True when the registry may drop this breaker: CLOSED (or DISABLED) with no
   // failure and no slow call in its window and no override in force.
   bool IsQuiescent() const;
@@ -531,6 +588,7 @@ class CircuitBreaker {
   void ReleasePermit(std::uint32_t epoch, bool half_open_slot) noexcept;
   bool StripeSuccess(std::uint64_t word) noexcept;
   bool RecordClosedSuccess(std::uint64_t word) noexcept;
+  void CountOutcome(OutcomeKind kind, Duration d) noexcept;
   void DeferSuccess() noexcept;
   TimePoint CallStart() const noexcept;
   Duration CallElapsed(TimePoint start) const noexcept;
@@ -562,6 +620,9 @@ class CircuitBreaker {
     std::atomic<std::uint64_t> rejected[2] = {};
     // COUNT_BASED successes counted but not yet applied to the window.
     std::atomic<std::uint64_t> successes{0};
+    // Cumulative, for totals(): calls by OutcomeKind and their durations (ns).
+    std::atomic<std::uint64_t> calls[3] = {};
+    std::atomic<std::uint64_t> call_ns[3] = {};
   };
   const std::unique_ptr<SlotCounters[]> counters_;
 
@@ -589,6 +650,7 @@ inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_sl
   // the lock; acting on a stale "fast" bit linearizes this success just before
   // the transition or failure that cleared it, which leaves the window exactly
   // as a full, clean window is (a success replaces a success).
+  CountOutcome(OutcomeKind::kSuccess, d);
   const std::uint64_t word = word_.load(std::memory_order_relaxed);
   if (d <= slow_threshold_ && (EpochOf(word) == epoch || resilience4j_)) [[likely]] {
     if (word & internal::kFastSuccessBit) return;
@@ -599,7 +661,7 @@ inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_sl
     if ((word & internal::kStripedSuccessBit) && StripeSuccess(word)) return;
     // CLOSED with failures in the window; listeners want every outcome seen
     // in order, so they keep the general path.
-    if (StateOf(word) == State::kClosed && !(word & internal::kRejectionListenersBit) &&
+    if (StateOf(word) == State::kClosed && !(word & internal::kOutcomeListenersBit) &&
         RecordClosedSuccess(word)) {
       return;
     }
@@ -618,8 +680,18 @@ inline void Permit::Record(const Outcome& outcome) noexcept {
   if (outcome.kind == OutcomeKind::kSuccess && outcome.open_for <= Duration::zero()) {
     b->RecordSuccess(epoch_, half_open_slot_, outcome.duration);
   } else {
+    b->CountOutcome(outcome.kind, outcome.duration);
     b->RecordSlow(epoch_, half_open_slot_, outcome);
   }
+}
+
+inline void CircuitBreaker::CountOutcome(OutcomeKind kind, Duration d) noexcept {
+  const int slot = internal::WriterSlot();
+  SlotCounters& c = counters_[slot];
+  const auto k = static_cast<std::size_t>(kind);
+  internal::AddToSlot(c.calls[k], slot, 1);
+  if (d > Duration::zero())
+    internal::AddToSlot(c.call_ns[k], slot, static_cast<std::uint64_t>(d.count()));
 }
 
 inline void Permit::Release() noexcept {

@@ -4,13 +4,13 @@
 // A MetricsCollector is a BreakerObserver: attached to a breaker (directly, or
 // to every breaker of a Registry through ObserveRegistry), it adds a listener
 // that counts, per breaker and since it was attached:
-//   - calls by outcome (successful, failed, ignored) with the sum of their
-//     durations, slow calls by outcome, and calls not permitted;
 //   - transitions by from, to and reason;
-//   - the time spent OPEN (on the breaker's Clock);
-//   - half-open probe results.
-// Collect() then takes a snapshot that adds what the breaker itself knows
-// (its state and its window: buffered calls, failure and slow-call rates),
+//   - the time spent OPEN (on the breaker's Clock).
+// Collect() then takes a snapshot that adds what the breaker itself counts
+// since it was created (CircuitBreaker::totals(): calls by outcome with the
+// sum of their durations, slow calls, calls not permitted, half-open probe
+// results) and knows (its state and its window: buffered calls, failure and
+// slow-call rates),
 // the registry's size and eviction counts, and the gauges of the bulkheads
 // and rate limiters registered with AddBulkhead()/AddRateLimiter(). Retry
 // loops are counted with CountedExecute() and RetryCountersFor().
@@ -22,10 +22,10 @@
 //   ...
 //   std::string text = fusebox::RenderPrometheus(metrics->Collect(*registry));
 //
-// Cost per call: the listener does two to four relaxed atomic increments, no
-// lock and no allocation. Attaching any listener to a breaker does take it off
-// its write-free fast path for successes (see circuit_breaker.h: listeners see
-// every outcome, in order); docs/observability.md gives the figures.
+// Cost per call: none. The listener wants transitions only
+// (CircuitBreakerListener::interests()), so the breaker keeps its fast paths;
+// the call counts are the breaker's own. docs/observability.md gives the
+// figures.
 //
 // A breaker's series live as long as the breaker: the listener notices when
 // the breaker is destroyed (a registry eviction, say) and the collector drops
@@ -77,7 +77,9 @@ struct TransitionCount {
   std::uint64_t count = 0;
 };
 
-// Counted by the collector's listener since the breaker was attached.
+// One breaker's counters. Calls, slow calls, rejections and probes are the
+// breaker's totals() since it was created; transitions and time OPEN are
+// counted by the collector's listener since the breaker was attached.
 // Indexes of the arrays are OutcomeKind values (successful, failed, ignored).
 struct BreakerCounters {
   std::uint64_t calls[3] = {0, 0, 0};
@@ -103,7 +105,8 @@ struct BreakerSample {
   // Its state and window, from CircuitBreaker::metrics().
   CircuitBreakerMetrics window;
   // False when no collector listener watches the breaker (it was never
-  // attached): `counters` are then all zero.
+  // attached): `counters.transitions` and `counters.time_open` are then
+  // empty and zero.
   bool observed = false;
   BreakerCounters counters;
 };

@@ -7,6 +7,7 @@ namespace {
 class DownCounter final : public CircuitBreakerListener {
  public:
   explicit DownCounter(std::atomic<std::int64_t>& n) : n_(n) {}
+  unsigned interests() const override { return kTransitionEvents; }
   void OnTransition(const TransitionEvent& e) override {
     if (e.to == State::kOpen && e.from != State::kOpen) n_.fetch_add(1, std::memory_order_relaxed);
   }

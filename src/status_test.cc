@@ -270,3 +270,19 @@ TEST(Result, ImplicitReturnOfValueOrStatus) {
 
 }  // namespace
 }  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+TEST(StatusWithRetryAt, KeepsCodeAndMessageAndAddsWhenToRetry) {
+  const TimePoint at = TimePoint(std::chrono::seconds(42));
+  Status s = Status(StatusCode::kRateLimited, "CONN_008 429").WithRetryAt(at);
+  EXPECT_EQ(s.code(), StatusCode::kRateLimited);
+  EXPECT_EQ(s.message(), "CONN_008 429");
+  EXPECT_EQ(s.retry_at(), at);
+  Status copy = s;
+  EXPECT_EQ(copy.retry_at(), at);
+}
+
+}  // namespace
+}  // namespace fusebox

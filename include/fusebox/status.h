@@ -95,6 +95,14 @@ class [[nodiscard]] Status {
     return s;
   }
 
+  // This status, saying when a retry can make sense (a rate limit's
+  // Retry-After, say).
+  Status WithRetryAt(TimePoint retry_at) && noexcept {
+    has_retry_at_ = true;
+    retry_at_ = retry_at;
+    return std::move(*this);
+  }
+
   static Status InvalidArgument(std::string message) {
     return Status(StatusCode::kInvalidArgument, std::move(message));
   }

@@ -62,6 +62,20 @@ std::string_view WorkloadName(Workload workload) noexcept {
   return "read";
 }
 
+Status ProviderError::ToStatus(TimePoint now) const {
+  StatusCode status_code = StatusCode::kInvalidArgument;  // CONN_009, CONN_010
+  if (circuit_open) {
+    status_code = StatusCode::kCircuitOpen;
+  } else if (code == ConnCode::kConn003Transient) {
+    status_code = StatusCode::kUnavailable;
+  } else if (code == ConnCode::kConn008RateLimit) {
+    status_code = StatusCode::kRateLimited;
+  }
+  Status s(status_code, message());
+  if (retry_after) return std::move(s).WithRetryAt(now + *retry_after);
+  return s;
+}
+
 Result<std::string> ProviderCircuitKey(std::string_view provider, Workload workload,
                                        std::string_view subject) {
   if (provider.empty() || provider.find(':') != std::string_view::npos) {

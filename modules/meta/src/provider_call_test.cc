@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "fusebox/stale_cache.h"
 #include "fusebox/testing/manual_clock.h"
 
 namespace fusebox::meta {
@@ -220,6 +221,49 @@ TEST_F(ProviderCallTest, CustomTemplatesAreKept) {
   EXPECT_EQ(registry_->Find(key_ + ":transient")->config().wait_duration_in_open_state,
             seconds(30));
   ASSERT_TRUE(AddProviderCircuitConfigs(*registry_).ok());
+}
+
+}  // namespace
+}  // namespace fusebox::meta
+
+namespace fusebox::meta {
+namespace {
+
+TEST(ProviderErrorToStatus, MapsEachConnCodeSoThatOnlyTransientFailuresMayGoStale) {
+  const TimePoint now = testing::ManualClock::kEpoch;
+  ProviderError e;
+  e.code = ConnCode::kConn008RateLimit;
+  e.http_status = 429;
+  e.retry_after = std::chrono::seconds(120);
+  Status s = e.ToStatus(now);
+  EXPECT_EQ(s.code(), StatusCode::kRateLimited);
+  EXPECT_EQ(s.retry_at(), now + std::chrono::seconds(120));
+  EXPECT_TRUE(DefaultMayServeStale(s));
+
+  e = ProviderError{};
+  e.code = ConnCode::kConn003Transient;
+  e.http_status = 503;
+  s = e.ToStatus(now);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(s.retry_at().has_value());
+  EXPECT_TRUE(DefaultMayServeStale(s));
+
+  e.circuit_open = true;  // either circuit refused: whatever the code
+  e.retry_after = std::chrono::seconds(30);
+  s = e.ToStatus(now);
+  EXPECT_EQ(s.code(), StatusCode::kCircuitOpen);
+  EXPECT_EQ(s.retry_at(), now + std::chrono::seconds(30));
+  EXPECT_TRUE(DefaultMayServeStale(s));
+
+  for (ConnCode never : {ConnCode::kConn009Authorization, ConnCode::kConn010Invalid}) {
+    e = ProviderError{};
+    e.code = never;
+    e.http_status = never == ConnCode::kConn009Authorization ? 401 : 400;
+    s = e.ToStatus(now);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_FALSE(DefaultMayServeStale(s)) << "CONN_009/010 are never hidden";
+    EXPECT_EQ(s.message(), e.message());
+  }
 }
 
 }  // namespace

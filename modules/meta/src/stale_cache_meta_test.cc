@@ -18,19 +18,6 @@ namespace {
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-// docs/stale_cache.md "With fusebox::meta".
-Status ToStatus(const ProviderError& e) {
-  StatusCode code = StatusCode::kInvalidArgument;  // CONN_009, CONN_010: never stale.
-  if (e.circuit_open) {
-    code = StatusCode::kCircuitOpen;
-  } else if (e.code == ConnCode::kConn003Transient) {
-    code = StatusCode::kUnavailable;
-  } else if (e.code == ConnCode::kConn008RateLimit) {
-    code = StatusCode::kRateLimited;
-  }
-  return Status(code, e.message());
-}
-
 class StaleCacheMetaTest : public ::testing::Test {
  protected:
   StaleCacheMetaTest() {
@@ -53,7 +40,7 @@ class StaleCacheMetaTest : public ::testing::Test {
             return path + "@" + std::to_string(calls_);
           });
       if (r) return *r;
-      return ToStatus(r.error());
+      return r.error().ToStatus(clock_.Now());
     });
   }
 
@@ -79,6 +66,8 @@ TEST_F(StaleCacheMetaTest, Seed000SequenceThroughRunProviderCall) {
   auto stats = Read("stats");
   ASSERT_FALSE(stats);
   EXPECT_EQ(stats.error().code(), StatusCode::kRateLimited);
+  // The Retry-After travels as retry_at.
+  ASSERT_TRUE(stats.error().retry_at().has_value());
   EXPECT_EQ(calls_, 3);
   EXPECT_EQ(registry_->Find(circuit_ + ":quota")->state(), State::kOpen);
 

@@ -93,6 +93,14 @@ struct ProviderError {
   // The loggable one-line summary (redact.h's LogSummary).
   std::string message() const;
 
+  // The error as a fusebox::Status, for code that speaks Status (the
+  // stale-if-error reader, the pipeline, a gateway): a circuit rejection is
+  // kCircuitOpen, CONN_003 kUnavailable, CONN_008 kRateLimited, CONN_009 and
+  // CONN_010 kInvalidArgument (so that DefaultMayServeStale never hides them
+  // behind a stale snapshot). The message is message() (redacted), and
+  // retry_at is `now` + retry_after when there is one.
+  Status ToStatus(TimePoint now) const;
+
   friend bool operator==(const ProviderError&, const ProviderError&) = default;
 };
 

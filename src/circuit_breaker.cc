@@ -301,13 +301,46 @@ struct TimerLink {
 // Something to tell the shared state, decided under the lock and sent after
 // it, in the order decided (Core::Dispatch()).
 struct SharedAction {
-  enum class Kind : std::uint8_t { kTrip, kClose, kRelease };
+  enum class Kind : std::uint8_t { kTrip, kClose, kRelease, kOverride };
   Kind kind = Kind::kTrip;
   Duration open_for = Duration::zero();
   // TransitionReasonName(): static storage.
   std::string_view reason{};
   std::string token{};
+  // kOverride.
+  SharedOverride override_{};
 };
+
+std::optional<SharedOverride::Kind> OverrideKindOf(State s) {
+  switch (s) {
+    case State::kForcedOpen:
+      return SharedOverride::Kind::kForcedOpen;
+    case State::kForcedClosed:
+      return SharedOverride::Kind::kForcedClosed;
+    case State::kDisabled:
+      return SharedOverride::Kind::kDisabled;
+    case State::kMetricsOnly:
+      return SharedOverride::Kind::kMetricsOnly;
+    default:
+      return std::nullopt;
+  }
+}
+
+State StateOfOverride(SharedOverride::Kind k) {
+  switch (k) {
+    case SharedOverride::Kind::kForcedOpen:
+      return State::kForcedOpen;
+    case SharedOverride::Kind::kForcedClosed:
+      return State::kForcedClosed;
+    case SharedOverride::Kind::kDisabled:
+      return State::kDisabled;
+    case SharedOverride::Kind::kMetricsOnly:
+      return State::kMetricsOnly;
+    case SharedOverride::Kind::kLifted:
+      break;
+  }
+  return State::kClosed;
+}
 
 // One thread's share of fast TIME_BASED successes: high 32 bits the epoch
 // second (mod 2^32) they were reported in, low 32 bits their number.
@@ -388,6 +421,9 @@ struct alignas(64) CircuitBreaker::Core {
     }
     void OnSharedResync() override {
       Deliver([](Core& c) { c.OnSharedResync(); });
+    }
+    void OnSharedOverride(const SharedOverride& o) override {
+      Deliver([&](Core& c) { c.OnSharedOverride(o); });
     }
     void Attach(CircuitBreaker* b) {
       std::lock_guard<std::mutex> guard(mu_);
@@ -616,6 +652,8 @@ struct alignas(64) CircuitBreaker::Core {
     std::string reason;
     std::string actor;
     Duration expires_after = Duration::zero();
+    // Set by another instance (OnSharedOverride): not published again.
+    bool from_fleet = false;
   };
 
   static OperatorInfo ToOperatorInfo(OverrideOptions&& o) {
@@ -711,7 +749,7 @@ struct alignas(64) CircuitBreaker::Core {
     }
     state_since = now;
     cb.deadline_ns_.store(deadline, std::memory_order_relaxed);
-    if (shared) ShareTransitionLocked(from, to, reason, opened_for);
+    if (shared) ShareTransitionLocked(from, to, reason, opened_for, op);
     PublishLocked(to, epoch, probe, second);
 
     if (listening) {
@@ -739,9 +777,21 @@ struct alignas(64) CircuitBreaker::Core {
   // What the fleet must hear of a transition: every OPEN this breaker decides
   // (which also fences its own lease, if it held one), and the end of its
   // lease otherwise. Transitions the fleet caused are not echoed back.
-  void ShareTransitionLocked(State from, State to, TransitionReason reason, Duration opened_for)
-      FUSEBOX_REQUIRES(mu) {
+  void ShareTransitionLocked(State from, State to, TransitionReason reason, Duration opened_for,
+                             const OperatorInfo* op) FUSEBOX_REQUIRES(mu) {
     std::string token = std::exchange(lease_token, std::string());
+    // An operator's override (or its Reset) is the fleet's, unless it came
+    // from the fleet.
+    if (op != nullptr && !op->from_fleet && reason == TransitionReason::kOperator &&
+        (OverrideKindOf(to) || to == State::kClosed)) {
+      SharedAction a;
+      a.kind = SharedAction::Kind::kOverride;
+      a.override_.kind = OverrideKindOf(to).value_or(SharedOverride::Kind::kLifted);
+      a.override_.expires_after = op->expires_after;
+      a.override_.reason = op->reason;
+      a.override_.actor = op->actor;
+      QueueSharedLocked(std::move(a));
+    }
     if (reason == TransitionReason::kSharedOpen || reason == TransitionReason::kSharedClosed) {
       return;  // A trip or close elsewhere has already ended any lease held here.
     }
@@ -839,7 +889,34 @@ struct alignas(64) CircuitBreaker::Core {
       case SharedAction::Kind::kRelease:
         shared->Release(cb.name_, a.token);
         break;
+      case SharedAction::Kind::kOverride:
+        shared->PublishOverride(cb.name_, a.override_);
+        break;
     }
+  }
+
+  // An override set elsewhere, applied here as the operator set it (with a
+  // new expiry of what was left of it); the same override already in force
+  // (our own, echoed back) changes nothing.
+  void ApplySharedOverrideLocked(const SharedOverride& o, TimePoint now) FUSEBOX_REQUIRES(mu) {
+    const State state = StateOf(cb.word_.load(std::memory_order_relaxed));
+    if (o.kind == SharedOverride::Kind::kLifted) {
+      if (!IsOverrideState(state)) return;
+    } else if (override_info && override_info->state == StateOfOverride(o.kind) &&
+               override_info->reason == o.reason && override_info->actor == o.actor) {
+      return;
+    }
+    const OperatorInfo info{o.reason, o.actor, o.expires_after, /*from_fleet=*/true};
+    TransitionLocked(StateOfOverride(o.kind), TransitionReason::kOperator, now, Duration::zero(),
+                     &info);
+  }
+
+  void OnSharedOverride(const SharedOverride& o) {
+    {
+      internal::SpinMutexLock lock(&mu);
+      ApplySharedOverrideLocked(o, cb.clock_.Now());
+    }
+    Dispatch();
   }
 
   // --- From the fleet (through SharedLink) ---
@@ -902,6 +979,9 @@ struct alignas(64) CircuitBreaker::Core {
       // once) and does not lose an OPEN the fleet may hold.
       if (view.has_value()) shared_stale = false;
       const TimePoint now = cb.clock_.Now();
+      if (view.has_value() && view->override_in_force) {
+        ApplySharedOverrideLocked(*view->override_in_force, now);
+      }
       const State state = StateOf(cb.word_.load(std::memory_order_relaxed));
       if (view.has_value() && view->kind == SharedCircuitView::Kind::kOpen) {
         if (state == State::kClosed || (state == State::kHalfOpen && lease_token.empty())) {

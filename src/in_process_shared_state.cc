@@ -40,7 +40,8 @@ InProcessSharedState::Listeners InProcessSharedState::ListenersLocked(
 void InProcessSharedState::ExpireLocked(std::map<std::string, Circuit, std::less<>>::iterator it,
                                         TimePoint now) {
   const Circuit& c = it->second;
-  if (c.open_until <= now && c.recovery_until <= now && c.lease_until <= now) {
+  if (c.open_until <= now && c.recovery_until <= now && c.lease_until <= now &&
+      (!c.override_ || c.override_until <= now)) {
     circuits_.erase(it);
   }
 }
@@ -55,14 +56,23 @@ Result<SharedCircuitView> InProcessSharedState::Read(std::string_view circuit) {
   const TimePoint now = clock_.Now();
   auto it = circuits_.find(circuit);
   if (it == circuits_.end()) return SharedCircuitView{};
-  if (it->second.open_until > now) {
-    return SharedCircuitView{SharedCircuitView::Kind::kOpen, it->second.open_until - now};
+  SharedCircuitView view;
+  const Circuit& c = it->second;
+  if (c.override_ && c.override_until > now) {
+    view.override_in_force = *c.override_;
+    if (c.override_until != TimePoint::max()) {
+      view.override_in_force->expires_after = c.override_until - now;
+    }
   }
-  if (it->second.recovery_until > now) {
-    return SharedCircuitView{SharedCircuitView::Kind::kRecovering, Duration::zero()};
+  if (c.open_until > now) {
+    view.kind = SharedCircuitView::Kind::kOpen;
+    view.open_remaining = c.open_until - now;
+  } else if (c.recovery_until > now) {
+    view.kind = SharedCircuitView::Kind::kRecovering;
+  } else if (!view.override_in_force) {
+    ExpireLocked(it, now);
   }
-  ExpireLocked(it, now);
-  return SharedCircuitView{};
+  return view;
 }
 
 void InProcessSharedState::Trip(std::string_view circuit, Duration open_for,
@@ -160,6 +170,32 @@ void InProcessSharedState::Release(std::string_view circuit, std::string_view to
   it->second.lease_token.clear();
   it->second.lease_until = TimePoint{};
   ++counters_.releases;
+}
+
+void InProcessSharedState::PublishOverride(std::string_view circuit,
+                                           const SharedOverride& override_) {
+  Listeners notify;
+  {
+    internal::MutexLock lock(&mu_);
+    if (!available_) {
+      ++counters_.unavailable;
+      return;
+    }
+    const TimePoint now = clock_.Now();
+    auto it = circuits_.find(circuit);
+    if (it == circuits_.end()) it = circuits_.emplace(std::string(circuit), Circuit{}).first;
+    Circuit& c = it->second;
+    if (override_.kind == SharedOverride::Kind::kLifted) {
+      c.override_.reset();
+    } else {
+      c.override_ = override_;
+      c.override_until = override_.expires_after > Duration::zero() ? now + override_.expires_after
+                                                                    : TimePoint::max();
+    }
+    ++counters_.overrides;
+    notify = ListenersLocked(circuit);
+  }
+  for (const auto& l : notify) l->OnSharedOverride(override_);
 }
 
 void InProcessSharedState::SetAvailable(bool available) {

@@ -357,7 +357,9 @@ TEST_F(SharedStateTest, AnOperatorOverrideIsNotOverruledByTheFleet) {
   auto a = Instance();
   auto b = Instance();
   b->ForceClosed({.reason = "incident 42", .actor = "oncall"});
-  Trip(*a);
+  EXPECT_EQ(a->state(), State::kForcedClosed);              // the override is the fleet's
+  fleet_->Trip(kCircuit, seconds(30), "retry_after_hint");  // a trip elsewhere
+  EXPECT_EQ(a->state(), State::kForcedClosed);
   EXPECT_EQ(b->state(), State::kForcedClosed);
   EXPECT_TRUE(b->TryAcquire().has_value());
 }
@@ -415,6 +417,61 @@ TEST_F(SharedStateTest, ConcurrentInstancesNeverProbeTwiceAtOnce) {
   EXPECT_EQ(max_probing.load(), 1);
   EXPECT_EQ(fleet_->counters().probes_granted, 20);
   EXPECT_EQ(fleet_->counters().closes, 20);
+}
+
+}  // namespace
+}  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+using std::chrono::seconds;
+
+class SharedOverrideTest : public ::testing::Test {
+ protected:
+  SharedOverrideTest() : fleet_(std::make_shared<testing::InProcessSharedState>(clock_)) {}
+  std::unique_ptr<CircuitBreaker> Instance() {
+    CircuitBreakerConfig c;
+    c.shared_state = fleet_;
+    return *CircuitBreaker::Create("payments:charge:eu", c, clock_);
+  }
+  testing::ManualClock clock_;
+  std::shared_ptr<testing::InProcessSharedState> fleet_;
+};
+
+TEST_F(SharedOverrideTest, AnOverrideOnOneInstanceReachesEveryOneWithItsExpiryAndAuthor) {
+  auto a = Instance(), b = Instance();
+  a->ForceOpen({.reason = "incident 42", .actor = "oncall", .expires_after = seconds(600)});
+  EXPECT_EQ(b->state(), State::kForcedOpen);
+  auto info = b->active_override();
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason, "incident 42");
+  EXPECT_EQ(info->actor, "oncall");
+  EXPECT_EQ(info->expires_at, clock_.Now() + seconds(600));
+  EXPECT_EQ(fleet_->counters().overrides, 1) << "the echo is not published again";
+  // It expires everywhere by itself.
+  clock_.Advance(seconds(600));
+  EXPECT_EQ(a->state(), State::kClosed);
+  EXPECT_EQ(b->state(), State::kClosed);
+}
+
+TEST_F(SharedOverrideTest, AResetLiftsItEverywhere) {
+  auto a = Instance(), b = Instance();
+  b->Disable({.reason = "maintenance", .actor = "ops"});
+  EXPECT_EQ(a->state(), State::kDisabled);
+  a->Reset("done", "ops");
+  EXPECT_EQ(b->state(), State::kClosed);
+}
+
+TEST_F(SharedOverrideTest, ANewInstanceFindsTheOverrideInForce) {
+  auto a = Instance();
+  a->ForceClosed(
+      {.reason = "upstream is fine, alarms are not", .actor = "sre", .expires_after = seconds(60)});
+  clock_.Advance(seconds(20));
+  auto late = Instance();
+  EXPECT_TRUE(late->TryAcquire().has_value());  // first call reads the fleet
+  EXPECT_EQ(late->state(), State::kForcedClosed);
+  EXPECT_EQ(late->active_override()->expires_at, clock_.Now() + seconds(40));
 }
 
 }  // namespace

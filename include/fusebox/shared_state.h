@@ -36,6 +36,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -43,6 +44,30 @@
 #include "fusebox/result.h"
 
 namespace fusebox {
+
+// An operator override (CircuitBreaker::ForceOpen, ForceClosed, Disable,
+// MetricsOnly, Reset) shared with every instance: an operator acts on one
+// instance, or through any gateway, and the whole fleet follows.
+struct SharedOverride {
+  enum class Kind : std::uint8_t {
+    // The override was lifted (Reset): back to CLOSED.
+    kLifted,
+    kForcedOpen,
+    kForcedClosed,
+    kDisabled,
+    kMetricsOnly,
+  };
+  Kind kind = Kind::kLifted;
+  // What is left of it; zero: until changed.
+  Duration expires_after = Duration::zero();
+  std::string reason{};
+  std::string actor{};
+
+  friend bool operator==(const SharedOverride&, const SharedOverride&) = default;
+};
+
+// "LIFTED", "FORCED_OPEN", "FORCED_CLOSED", "DISABLED", "METRICS_ONLY".
+std::string_view SharedOverrideKindName(SharedOverride::Kind kind) noexcept;
 
 // What the fleet knows about one circuit.
 struct SharedCircuitView {
@@ -57,6 +82,8 @@ struct SharedCircuitView {
   };
   Kind kind = Kind::kClosed;
   Duration open_remaining = Duration::zero();
+  // An operator override in force, if any (never kLifted).
+  std::optional<SharedOverride> override_in_force{};
 };
 
 // The answer to AcquireProbe().
@@ -95,6 +122,8 @@ class SharedStateListener {
   // before trusting the local view again, and re-send any OPEN the fleet may
   // not know about (Trip() never shortens a longer one).
   virtual void OnSharedResync() = 0;
+  // An operator set (or lifted) an override on the circuit somewhere.
+  virtual void OnSharedOverride(const SharedOverride& /*override_*/) {}
 };
 
 class SharedState {
@@ -131,6 +160,14 @@ class SharedState {
 
   // Gives the lease back without a verdict. Does not block.
   virtual void Release(std::string_view circuit, std::string_view token) = 0;
+
+  // Sets (or, kLifted, clears) the operator override of `circuit` for the
+  // fleet and pushes it to every subscriber. Does not block. Default: not
+  // shared (a store that keeps no overrides).
+  virtual void PublishOverride(std::string_view circuit, const SharedOverride& override_) {
+    (void)circuit;
+    (void)override_;
+  }
 };
 
 }  // namespace fusebox

@@ -176,9 +176,10 @@ TEST_F(RedisSharedStateTest, AClosedCircuitCostsOneReadPerBreakerThenNone) {
   const std::int64_t before = ServerCommands();
   const std::int64_t round_trips = a->stats().commands;
   Warm(*ba);
-  EXPECT_EQ(ServerCommands() - before, 2) << "one read: PTTL open and PTTL trip, pipelined";
+  // One read: PTTL open, PTTL trip, HMGET override, PTTL override, pipelined.
+  EXPECT_EQ(ServerCommands() - before, 4);
   for (int i = 0; i < 10000; ++i) Warm(*ba);
-  EXPECT_EQ(ServerCommands() - before, 2);
+  EXPECT_EQ(ServerCommands() - before, 4);
   EXPECT_EQ(a->stats().commands - round_trips, 1);
 }
 
@@ -487,6 +488,40 @@ TEST_F(RedisSharedStateTest, SeparateProcessesShareOneProbe) {
   }
   EXPECT_EQ(probes, 1);
   EXPECT_EQ(busy, kChildren - 1);
+}
+
+}  // namespace
+}  // namespace fusebox::redis
+
+namespace fusebox::redis {
+namespace {
+
+// Operator overrides through Redis: what an operator does on one instance
+// (or through one gateway) every instance does.
+TEST_F(RedisSharedStateTest, AnOverrideReachesEveryInstanceAndANewOneFindsIt) {
+  auto a = Store(), b = Store();
+  auto ba = Breaker(a), bb = Breaker(b);
+  Warm(*ba);
+  Warm(*bb);
+  ba->ForceOpen({.reason = "incident 42", .actor = "kim", .expires_after = seconds(600)});
+  ASSERT_TRUE(PollUntil([&] { return bb->state() == State::kForcedOpen; }));
+  auto info = bb->active_override();
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason, "incident 42");
+  EXPECT_EQ(info->actor, "kim");
+  ASSERT_TRUE(info->expires_at.has_value());
+  EXPECT_GT(*info->expires_at, clock_.Now() + seconds(590));
+  // A breaker created later (another instance starting) reads it.
+  auto c = Store();
+  auto bc = Breaker(c);
+  EXPECT_FALSE(bc->TryAcquire().has_value());
+  EXPECT_EQ(bc->state(), State::kForcedOpen);
+  // Lifted on b, lifted everywhere.
+  bb->Reset("resolved", "kim");
+  ASSERT_TRUE(
+      PollUntil([&] { return ba->state() == State::kClosed && bc->state() == State::kClosed; }));
+  b->Flush();
+  EXPECT_EQ(Pttl(*raw_, "fusebox:v1:{" + std::string(kCircuit) + "}:override"), -2);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,6 +51,7 @@ class InProcessSharedState final : public SharedState {
     std::int64_t closes = 0;
     std::int64_t closes_lost = 0;
     std::int64_t releases = 0;
+    std::int64_t overrides = 0;
     // Calls made while unavailable.
     std::int64_t unavailable = 0;
   };
@@ -68,6 +70,7 @@ class InProcessSharedState final : public SharedState {
   ProbeLease AcquireProbe(std::string_view circuit, Duration lease_for) override;
   void Close(std::string_view circuit, std::string_view token) override;
   void Release(std::string_view circuit, std::string_view token) override;
+  void PublishOverride(std::string_view circuit, const SharedOverride& override_) override;
 
   // While false, every call fails (Read, AcquireProbe: kUnavailable; Trip,
   // Close, Release: dropped) and nothing is pushed, as with a Redis that is
@@ -91,6 +94,10 @@ class InProcessSharedState final : public SharedState {
     std::string lease_token;
     TimePoint lease_until{};
     std::string reason;
+    // The operator override in force until override_until (TimePoint::max():
+    // until changed).
+    std::optional<SharedOverride> override_;
+    TimePoint override_until{};
   };
   using Listeners = std::vector<std::shared_ptr<SharedStateListener>>;
 

@@ -75,6 +75,20 @@ end
 return 0
 )lua";
 
+// KEYS: override. ARGV: kind, px_ms (0: until changed), actor hex, reason
+// hex, channel, event. Replaces any override in force (or, LIFTED, removes
+// it) and publishes the event, in one step.
+constexpr const char* kOverrideLua = R"lua(
+redis.call('DEL', KEYS[1])
+if ARGV[1] ~= 'LIFTED' then
+  redis.call('HSET', KEYS[1], 'kind', ARGV[1], 'actor', ARGV[3], 'reason', ARGV[4])
+  local px = tonumber(ARGV[2])
+  if px > 0 then redis.call('PEXPIRE', KEYS[1], px) end
+end
+redis.call('PUBLISH', ARGV[5], ARGV[6])
+return 1
+)lua";
+
 Status ArgumentError(std::string_view operation, std::string_view circuit, std::string what) {
   std::string shown(circuit.substr(0, 64));
   return Status::InvalidArgument("redis " + std::string(operation) + " of circuit \"" + shown +
@@ -204,6 +218,29 @@ const Script& CircuitScripts::ReleaseScript() {
   static const Script* const kScript = new Script(kReleaseLua);
   return *kScript;
 }
+const Script& CircuitScripts::OverrideScript() {
+  static const Script* const kScript = new Script(kOverrideLua);
+  return *kScript;
+}
+
+Status CircuitScripts::Override(Connection& conn, std::string_view circuit,
+                                const SharedOverride& o) const {
+  if (Status s = ValidateCircuitId(circuit); !s.ok()) {
+    return ArgumentError("override", circuit, std::string(s.message()));
+  }
+  if (Status s = CheckDuration("override", circuit, "expires_after", o.expires_after, true);
+      !s.ok()) {
+    return s;
+  }
+  const CircuitKeys keys = keyspace_.Keys(circuit);
+  Result<Reply> r = OverrideScript().Run(
+      conn, {keys.overrides},
+      {SharedOverrideKindName(o.kind), Ms(o.expires_after), HexEncode(o.actor), HexEncode(o.reason),
+       keyspace_.channel(), FormatOverrideEvent(circuit, o)});
+  if (!r) return std::move(r).error();
+  if (!r->is_integer()) return Unexpected("override", *r);
+  return Status();
+}
 
 CircuitScripts::CircuitScripts() = default;
 CircuitScripts::CircuitScripts(Keyspace keyspace) : keyspace_(std::move(keyspace)) {}
@@ -311,17 +348,52 @@ Result<ReadResult> CircuitScripts::Read(Connection& conn, std::string_view circu
   // Two reads in one round trip. Not atomic, and it need not be: the open key
   // never outlives the trip key, so the pair can only be seen older, never
   // in a state that did not exist.
-  Result<std::vector<Reply>> r = conn.Pipeline({{"PTTL", keys.open}, {"PTTL", keys.trip}});
+  // The override (kind, actor, reason and its PTTL) rides along.
+  Result<std::vector<Reply>> r =
+      conn.Pipeline({{"PTTL", keys.open},
+                     {"PTTL", keys.trip},
+                     {"HMGET", keys.overrides, "kind", "actor", "reason"},
+                     {"PTTL", keys.overrides}});
   if (!r) return std::move(r).error();
   for (const Reply& reply : *r) {
-    if (reply.is_error()) return conn.ErrorReplyStatus("PTTL", reply);
-    if (!reply.is_integer()) return Unexpected("read", reply);
+    if (reply.is_error()) return conn.ErrorReplyStatus("read", reply);
+  }
+  for (int i : {0, 1, 3}) {
+    if (!(*r)[i].is_integer()) return Unexpected("read", (*r)[i]);
+  }
+  const Reply& fields = (*r)[2];
+  if (!fields.is_array() || fields.elements.size() != 3) return Unexpected("read", fields);
+  ReadResult out;
+  if (fields.elements[0].is_string()) {
+    std::optional<std::string> actor, reason;
+    if (fields.elements[1].is_string()) actor = HexDecode(fields.elements[1].str);
+    if (fields.elements[2].is_string()) reason = HexDecode(fields.elements[2].str);
+    std::optional<SharedOverride::Kind> kind;
+    for (auto k : {SharedOverride::Kind::kForcedOpen, SharedOverride::Kind::kForcedClosed,
+                   SharedOverride::Kind::kDisabled, SharedOverride::Kind::kMetricsOnly}) {
+      if (SharedOverrideKindName(k) == fields.elements[0].str) kind = k;
+    }
+    // A hash that is not ours (written by hand) is ignored, not fatal.
+    if (kind && actor && reason) {
+      SharedOverride o;
+      o.kind = *kind;
+      o.actor = std::move(*actor);
+      o.reason = std::move(*reason);
+      const std::int64_t px = (*r)[3].integer;
+      o.expires_after = px > 0 ? Duration(milliseconds(px)) : Duration::zero();
+      out.override_in_force = std::move(o);
+    }
   }
   const std::int64_t open_ms = (*r)[0].integer;
   const std::int64_t trip_ms = (*r)[1].integer;
-  if (open_ms != -2) return ReadResult{ReadResult::State::kOpen, FromPttl(open_ms)};
-  if (trip_ms != -2) return ReadResult{ReadResult::State::kHalfOpen, FromPttl(trip_ms)};
-  return ReadResult{};
+  if (open_ms != -2) {
+    out.state = ReadResult::State::kOpen;
+    out.remaining = FromPttl(open_ms);
+  } else if (trip_ms != -2) {
+    out.state = ReadResult::State::kHalfOpen;
+    out.remaining = FromPttl(trip_ms);
+  }
+  return out;
 }
 
 }  // namespace fusebox::redis

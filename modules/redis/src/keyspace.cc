@@ -52,7 +52,10 @@ CircuitKeys Keyspace::Keys(std::string_view circuit) const {
   base += '{';
   base += circuit;
   base += "}:";
-  return CircuitKeys{.open = base + "open", .trip = base + "trip", .lease = base + "lease"};
+  return CircuitKeys{.open = base + "open",
+                     .trip = base + "trip",
+                     .lease = base + "lease",
+                     .overrides = base + "override"};
 }
 
 Status ValidateCircuitId(std::string_view circuit) {
@@ -89,9 +92,102 @@ std::uint16_t KeySlot(std::string_view key) {
   return crc & 16383;
 }
 
+std::string HexEncode(std::string_view bytes) {
+  if (bytes.empty()) return "-";
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 0xF];
+  }
+  return out;
+}
+
+std::optional<std::string> HexDecode(std::string_view hex) {
+  if (hex == "-") return std::string();
+  if (hex.empty() || hex.size() % 2 != 0) return std::nullopt;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi << 4 | lo);
+  }
+  return out;
+}
+
+namespace {
+
+std::optional<SharedOverride::Kind> OverrideKindFromName(std::string_view name) {
+  for (auto k : {SharedOverride::Kind::kLifted, SharedOverride::Kind::kForcedOpen,
+                 SharedOverride::Kind::kForcedClosed, SharedOverride::Kind::kDisabled,
+                 SharedOverride::Kind::kMetricsOnly}) {
+    if (SharedOverrideKindName(k) == name) return k;
+  }
+  return std::nullopt;
+}
+
+// "<C> override <KIND> <px_ms> <actor> <reason>", or nullopt when `payload`
+// does not have exactly that shape (then it may be an open or closed event
+// of a circuit whose id contains " override ").
+std::optional<CircuitEvent> ParseOverrideEvent(std::string_view payload) {
+  std::string_view rest = payload;
+  std::string_view tokens[4];
+  for (int i = 3; i >= 0; --i) {
+    const std::size_t space = rest.rfind(' ');
+    if (space == std::string_view::npos) return std::nullopt;
+    tokens[i] = rest.substr(space + 1);
+    rest = rest.substr(0, space);
+  }
+  constexpr std::string_view kWord = " override";
+  if (!rest.ends_with(kWord)) return std::nullopt;
+  CircuitEvent event;
+  event.kind = CircuitEvent::Kind::kOverride;
+  event.circuit = std::string(rest.substr(0, rest.size() - kWord.size()));
+  const std::optional<SharedOverride::Kind> kind = OverrideKindFromName(tokens[0]);
+  if (!kind) return std::nullopt;
+  const std::optional<std::int64_t> px = ParseCount(tokens[1]);
+  if (!px || *px > kMaxEventPttlMs) {
+    return std::nullopt;
+  }
+  std::optional<std::string> actor = HexDecode(tokens[2]);
+  std::optional<std::string> reason = HexDecode(tokens[3]);
+  if (!actor || !reason) {
+    return std::nullopt;
+  }
+  event.override_.kind = *kind;
+  event.override_.expires_after = std::chrono::milliseconds(*px);
+  event.override_.actor = std::move(*actor);
+  event.override_.reason = std::move(*reason);
+  return event;
+}
+
+}  // namespace
+
+std::string FormatOverrideEvent(std::string_view circuit, const SharedOverride& o) {
+  std::string out(circuit);
+  out += " override ";
+  out += SharedOverrideKindName(o.kind);
+  out += ' ';
+  out += std::to_string(std::chrono::ceil<std::chrono::milliseconds>(o.expires_after).count());
+  out += ' ';
+  out += HexEncode(o.actor);
+  out += ' ';
+  out += HexEncode(o.reason);
+  return out;
+}
+
 Result<CircuitEvent> ParseEvent(std::string_view payload) {
   CircuitEvent event;
-  if (payload.ends_with(kClosedSuffix)) {
+  if (std::optional<CircuitEvent> o = ParseOverrideEvent(payload)) {
+    event = std::move(*o);
+  } else if (payload.ends_with(kClosedSuffix)) {
     event.kind = CircuitEvent::Kind::kClosed;
     event.circuit = std::string(payload.substr(0, payload.size() - kClosedSuffix.size()));
   } else {

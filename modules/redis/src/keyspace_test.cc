@@ -82,6 +82,7 @@ TEST(KeySlot, T13_AllKeysOfACircuitShareASlot) {
       const CircuitKeys keys = k->Keys(circuit);
       EXPECT_EQ(KeySlot(keys.open), KeySlot(keys.trip)) << circuit;
       EXPECT_EQ(KeySlot(keys.open), KeySlot(keys.lease)) << circuit;
+      EXPECT_EQ(KeySlot(keys.open), KeySlot(keys.overrides)) << circuit;
     }
   }
   // And different circuits spread over slots.
@@ -159,6 +160,51 @@ TEST(ParseEvent, LongPayloadsAreCutInMessages) {
   Result<CircuitEvent> e = ParseEvent(std::string(500, 'x'));
   ASSERT_FALSE(e.has_value());
   EXPECT_LT(e.error().message().size(), 200u);
+}
+
+}  // namespace
+}  // namespace fusebox::redis
+
+namespace fusebox::redis {
+namespace {
+
+TEST(ParseEvent, OverridesRoundTripWithFreeTextActorAndReason) {
+  SharedOverride o;
+  o.kind = SharedOverride::Kind::kForcedOpen;
+  o.expires_after = std::chrono::minutes(10);
+  o.actor = "kim (on call)";
+  o.reason = "incident 42: Graph API \"blocked\"\nsee runbook";
+  const std::string payload = FormatOverrideEvent("meta:read:1784 x:quota", o);
+  EXPECT_EQ(payload.find('\n'), std::string::npos);
+  auto e = ParseEvent(payload);
+  ASSERT_TRUE(e.has_value()) << e.error();
+  EXPECT_EQ(e->kind, CircuitEvent::Kind::kOverride);
+  EXPECT_EQ(e->circuit, "meta:read:1784 x:quota");
+  EXPECT_EQ(e->override_, o);
+
+  SharedOverride lifted;  // kLifted, no text
+  e = ParseEvent(FormatOverrideEvent("c", lifted));
+  ASSERT_TRUE(e.has_value()) << e.error();
+  EXPECT_EQ(e->override_, lifted);
+}
+
+TEST(ParseEvent, AnOpenEventOfACircuitNamedLikeAnOverrideStillParses) {
+  auto e = ParseEvent("a override FORCED_OPEN open 3 1500");
+  ASSERT_TRUE(e.has_value()) << e.error();
+  EXPECT_EQ(e->kind, CircuitEvent::Kind::kOpen);
+  EXPECT_EQ(e->circuit, "a override FORCED_OPEN");
+  EXPECT_FALSE(ParseEvent("c override BOGUS 10 - -").has_value());
+  EXPECT_FALSE(ParseEvent("c override FORCED_OPEN 10 zz -").has_value());
+}
+
+TEST(HexEncode, RoundTripsAnyBytes) {
+  const std::string bytes("\0\x01 a\xff", 5);
+  EXPECT_EQ(HexEncode(bytes), "00012061ff");
+  EXPECT_EQ(HexDecode(HexEncode(bytes)), bytes);
+  EXPECT_EQ(HexEncode(""), "-");
+  EXPECT_EQ(HexDecode("-"), std::string());
+  EXPECT_FALSE(HexDecode("abc").has_value());
+  EXPECT_FALSE(HexDecode("0G").has_value());
 }
 
 }  // namespace

@@ -120,16 +120,20 @@ Result<SharedCircuitView> RedisSharedState::Read(std::string_view circuit) {
   Result<ReadResult> r =
       client_->Run<ReadResult>([&](Connection& c) { return scripts_.Read(c, circuit); });
   if (!r) return r.error();
+  SharedCircuitView view;
+  view.override_in_force = std::move(r->override_in_force);
   switch (r->state) {
     case ReadResult::State::kOpen:
-      return SharedCircuitView{SharedCircuitView::Kind::kOpen,
-                               std::min(r->remaining, kMaxScriptDuration)};
+      view.kind = SharedCircuitView::Kind::kOpen;
+      view.open_remaining = std::min(r->remaining, kMaxScriptDuration);
+      break;
     case ReadResult::State::kHalfOpen:
-      return SharedCircuitView{SharedCircuitView::Kind::kRecovering, Duration::zero()};
+      view.kind = SharedCircuitView::Kind::kRecovering;
+      break;
     case ReadResult::State::kClosed:
       break;
   }
-  return SharedCircuitView{};
+  return view;
 }
 
 ProbeLease RedisSharedState::AcquireProbe(std::string_view circuit, Duration lease_for) {
@@ -165,6 +169,12 @@ void RedisSharedState::Close(std::string_view circuit, std::string_view token) {
 
 void RedisSharedState::Release(std::string_view circuit, std::string_view token) {
   Enqueue(Op{Op::Kind::kRelease, std::string(circuit), Duration::zero(), {}, std::string(token)});
+}
+
+void RedisSharedState::PublishOverride(std::string_view circuit, const SharedOverride& override_) {
+  Op op{Op::Kind::kOverride, std::string(circuit), Duration::zero(), {}, {}};
+  op.override_ = override_;
+  Enqueue(std::move(op));
 }
 
 void RedisSharedState::Enqueue(Op op) {
@@ -229,6 +239,18 @@ void RedisSharedState::WorkerLoop() {
                    ->RunOn<bool>(
                        worker_conn_,
                        [&](Connection& c) { return scripts_.Release(c, op.circuit, op.token); })
+                   .has_value();
+        break;
+      case Op::Kind::kOverride:
+        sent = client_
+                   ->RunOn<bool>(worker_conn_,
+                                 [&](Connection& c) -> Result<bool> {
+                                   if (Status st = scripts_.Override(c, op.circuit, op.override_);
+                                       !st.ok()) {
+                                     return st;
+                                   }
+                                   return true;
+                                 })
                    .has_value();
         break;
     }
@@ -315,10 +337,16 @@ void RedisSharedState::Deliver(const PubSubMessage& message) {
   if (!event) return;  // Not ours to understand (a newer writer?): ignored.
   counters_.events.fetch_add(1, std::memory_order_relaxed);
   for (const auto& l : ListenersOf(event->circuit)) {
-    if (event->kind == CircuitEvent::Kind::kOpen) {
-      l->OnSharedOpen(event->remaining);
-    } else {
-      l->OnSharedClosed();
+    switch (event->kind) {
+      case CircuitEvent::Kind::kOpen:
+        l->OnSharedOpen(event->remaining);
+        break;
+      case CircuitEvent::Kind::kClosed:
+        l->OnSharedClosed();
+        break;
+      case CircuitEvent::Kind::kOverride:
+        l->OnSharedOverride(event->override_);
+        break;
     }
   }
 }

@@ -35,6 +35,7 @@
 #define FUSEBOX_REDIS_CIRCUIT_SCRIPTS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -89,6 +90,9 @@ struct ReadResult {
   // kOpen: OPEN time left (kNoExpiry: no TTL). kHalfOpen: grace left before
   // the trip key expires and the circuit is closed. kClosed: zero.
   Duration remaining = Duration::zero();
+  // The operator override in force, whatever the state (expires_after: what
+  // is left of it, zero for none).
+  std::optional<SharedOverride> override_in_force{};
 };
 
 std::string_view TripActionName(TripResult::Action action);
@@ -131,14 +135,19 @@ class CircuitScripts {
   // Gives the lease back if `token` still holds it. True when it was deleted.
   Result<bool> Release(Connection& conn, std::string_view circuit, std::string_view token) const;
 
-  // The fleet's view of `circuit`.
+  // The fleet's view of `circuit`: one round trip (four pipelined reads).
   Result<ReadResult> Read(Connection& conn, std::string_view circuit) const;
+
+  // Sets the operator override of `circuit` (expires_after zero: until
+  // changed), or removes it (kLifted), and publishes an override event.
+  Status Override(Connection& conn, std::string_view circuit, const SharedOverride& o) const;
 
   // The scripts themselves, for tests and docs/distributed.md.
   static const Script& TripScript();
   static const Script& AcquireScript();
   static const Script& CloseScript();
   static const Script& ReleaseScript();
+  static const Script& OverrideScript();
 
  private:
   Keyspace keyspace_;

@@ -23,11 +23,13 @@
 #define FUSEBOX_REDIS_KEYSPACE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "fusebox/clock.h"
 #include "fusebox/result.h"
+#include "fusebox/shared_state.h"
 #include "fusebox/status.h"
 
 namespace fusebox::redis {
@@ -36,6 +38,8 @@ struct CircuitKeys {
   std::string open;
   std::string trip;
   std::string lease;
+  // HASH kind, actor, reason (hex); PX = what is left of the override.
+  std::string overrides;
 };
 
 class Keyspace {
@@ -88,6 +92,8 @@ struct CircuitEvent {
     kOpen,
     // A probe succeeded: closed.
     kClosed,
+    // An operator set or lifted an override: `override_`.
+    kOverride,
   };
   std::string circuit;
   Kind kind = Kind::kClosed;
@@ -96,6 +102,8 @@ struct CircuitEvent {
   std::int64_t gen = 0;
   // kOpen: the OPEN time left when the trip ran. Zero for kClosed.
   Duration remaining = Duration::zero();
+  // kOverride: what was set, its expires_after the PX it was set with.
+  SharedOverride override_{};
 
   friend bool operator==(const CircuitEvent&, const CircuitEvent&) = default;
 };
@@ -108,6 +116,14 @@ Result<CircuitEvent> ParseEvent(std::string_view payload);
 // The payloads ParseEvent() reads, as the scripts publish them.
 std::string FormatOpenEvent(std::string_view circuit, std::int64_t gen, Duration remaining);
 std::string FormatClosedEvent(std::string_view circuit);
+// "<C> override <KIND> <px_ms> <hex actor or -> <hex reason or ->": free text
+// travels hex-encoded, so that the event still parses from its end.
+std::string FormatOverrideEvent(std::string_view circuit, const SharedOverride& override_);
+
+// Lower-case hex of `bytes`, or "-" for none; HexDecode reverses it (nullopt
+// for anything else).
+std::string HexEncode(std::string_view bytes);
+std::optional<std::string> HexDecode(std::string_view hex);
 
 }  // namespace fusebox::redis
 

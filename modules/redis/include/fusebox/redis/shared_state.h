@@ -134,6 +134,7 @@ class RedisSharedState final : public SharedState {
   ProbeLease AcquireProbe(std::string_view circuit, Duration lease_for) override;
   void Close(std::string_view circuit, std::string_view token) override;
   void Release(std::string_view circuit, std::string_view token) override;
+  void PublishOverride(std::string_view circuit, const SharedOverride& override_) override;
 
   // True while the subscriber is connected and the store's breaker is closed:
   // the fleet's state is being shared (a gateway's readiness).
@@ -147,12 +148,13 @@ class RedisSharedState final : public SharedState {
 
  private:
   struct Op {
-    enum class Kind : std::uint8_t { kTrip, kClose, kRelease };
+    enum class Kind : std::uint8_t { kTrip, kClose, kRelease, kOverride };
     Kind kind = Kind::kTrip;
     std::string circuit;
     Duration open_for = Duration::zero();
     std::string reason;
     std::string token;
+    SharedOverride override_{};
   };
   using Listeners = std::vector<std::shared_ptr<SharedStateListener>>;
 

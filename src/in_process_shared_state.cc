@@ -217,6 +217,16 @@ void InProcessSharedState::Resync() {
   for (const auto& l : all) l->OnSharedResync();
 }
 
+SharedStateHealth InProcessSharedState::health() const {
+  internal::MutexLock lock(&mu_);
+  SharedStateHealth h;
+  h.healthy = available_ && pushes_;
+  h.refused_calls = counters_.unavailable;
+  h.leases_granted = counters_.probes_granted;
+  h.lease_contention = counters_.probes_busy;
+  return h;
+}
+
 InProcessSharedState::Counters InProcessSharedState::counters() const {
   internal::MutexLock lock(&mu_);
   return counters_;

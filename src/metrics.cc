@@ -94,6 +94,8 @@ struct MetricsCollector::Core {
   std::map<std::string, const Bulkhead*, std::less<>> bulkheads FUSEBOX_GUARDED_BY(mu);
   std::map<std::string, const RateLimiter*, std::less<>> limiters FUSEBOX_GUARDED_BY(mu);
   std::map<std::string, std::unique_ptr<RetryCounters>, std::less<>> retries FUSEBOX_GUARDED_BY(mu);
+  std::map<std::string, std::shared_ptr<const SharedState>, std::less<>> shared_states
+      FUSEBOX_GUARDED_BY(mu);
 
   std::atomic<std::uint64_t> registry_events[5] = {};
 };
@@ -192,6 +194,19 @@ bool MetricsCollector::RemoveRateLimiter(std::string_view name) {
   return true;
 }
 
+void MetricsCollector::AddSharedState(std::string name, std::shared_ptr<const SharedState> state) {
+  internal::MutexLock lock(&core_->mu);
+  core_->shared_states.insert_or_assign(std::move(name), std::move(state));
+}
+
+bool MetricsCollector::RemoveSharedState(std::string_view name) {
+  internal::MutexLock lock(&core_->mu);
+  auto it = core_->shared_states.find(name);
+  if (it == core_->shared_states.end()) return false;
+  core_->shared_states.erase(it);
+  return true;
+}
+
 RetryCounters& MetricsCollector::RetryCountersFor(std::string_view name) {
   internal::MutexLock lock(&core_->mu);
   auto it = core_->retries.find(name);
@@ -213,6 +228,9 @@ MetricsSnapshot MetricsCollector::Collect() const {
         RateLimiterSample{name, l->AvailablePermits(), l->options().limit_for_period});
   }
   for (const auto& [name, r] : core_->retries) snapshot.retries.push_back(r->Sample(name));
+  for (const auto& [name, st] : core_->shared_states) {
+    snapshot.shared_states.push_back(SharedStateSample{name, st->health()});
+  }
   return snapshot;
 }
 

@@ -10,6 +10,7 @@
 #include "fusebox/prometheus.h"
 #include "fusebox/rate_limiter.h"
 #include "fusebox/registry.h"
+#include "fusebox/testing/in_process_shared_state.h"
 #include "fusebox/testing/manual_clock.h"
 
 namespace fusebox::testing {
@@ -63,6 +64,18 @@ std::string RenderMetricsFixture() {
   auto limiter = std::move(*RateLimiter::Create({.limit_for_period = 10}, clock));
   (void)limiter->TryAcquire(3);
   metrics->AddRateLimiter("meta", *limiter);
+
+  // A fleet store (on a clock of its own) that granted one probe lease,
+  // refused another, and is now down: every call refused, fail-open.
+  ManualClock fleet_clock;
+  auto fleet = std::make_shared<InProcessSharedState>(fleet_clock);
+  fleet->Trip("payment", seconds(1), "failure_rate_exceeded");
+  fleet_clock.Advance(seconds(2));
+  (void)fleet->AcquireProbe("payment", seconds(30));
+  (void)fleet->AcquireProbe("payment", seconds(30));
+  fleet->SetAvailable(false);
+  (void)fleet->Read("payment");
+  metrics->AddSharedState("fleet", fleet);
 
   RetryCounters& retry = metrics->RetryCountersFor("payment");
   retry.Record(/*succeeded=*/true, /*attempts=*/1);

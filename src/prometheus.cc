@@ -463,6 +463,44 @@ void WritePolicies(Writer& w, const MetricsSnapshot& s, bool extensions) {
   }
 }
 
+void WriteSharedStates(Writer& w, const std::vector<SharedStateSample>& states) {
+  if (states.empty()) return;
+  WriteGauge(w, states, "shared_state_up",
+             "1 while the shared state is reachable and its pushes arrive, else 0 (fail-open)",
+             [](const SharedStateSample& s) { return s.health.healthy ? 1 : 0; });
+  struct Family {
+    const char* name;
+    const char* help;
+    std::int64_t SharedStateHealth::*field;
+  };
+  static constexpr Family kFamilies[] = {
+      {"shared_state_errors_total", "Commands to the shared state that failed",
+       &SharedStateHealth::errors},
+      {"shared_state_fail_open_periods_total",
+       "Times the shared state was given up for a while after repeated failures",
+       &SharedStateHealth::fail_open_periods},
+      {"shared_state_refused_calls_total",
+       "Calls answered unavailable without contacting the shared state",
+       &SharedStateHealth::refused_calls},
+      {"shared_state_leases_granted_total", "Probe leases this instance was granted",
+       &SharedStateHealth::leases_granted},
+      {"shared_state_lease_contention_total",
+       "Probe leases asked for while another instance held one",
+       &SharedStateHealth::lease_contention},
+      {"shared_state_events_total", "Changes pushed to this instance", &SharedStateHealth::events},
+      {"shared_state_dropped_total", "Trips, closes, releases or overrides that could not be sent",
+       &SharedStateHealth::dropped},
+  };
+  for (const Family& f : kFamilies) {
+    w.Header(f.name, "counter", f.help);
+    for (const SharedStateSample& s : states) {
+      w.Open(f.name);
+      w.Label("name", s.name, true);
+      w.Close(static_cast<std::uint64_t>(s.health.*f.field));
+    }
+  }
+}
+
 }  // namespace
 
 LabelFunction MaskKeySegments(std::vector<int> indexes, char separator) {
@@ -516,6 +554,7 @@ void AppendPrometheus(const MetricsSnapshot& snapshot, const PrometheusOptions& 
   WriteBreakers(w, groups, options.fusebox_extensions, options.name_label != nullptr);
   if (snapshot.registry && options.fusebox_extensions) WriteRegistry(w, *snapshot.registry);
   WritePolicies(w, snapshot, options.fusebox_extensions);
+  if (options.fusebox_extensions) WriteSharedStates(w, snapshot.shared_states);
 }
 
 std::string RenderPrometheus(const MetricsSnapshot& snapshot, const PrometheusOptions& options) {

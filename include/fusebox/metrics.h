@@ -56,6 +56,7 @@
 #include "fusebox/rate_limiter.h"
 #include "fusebox/registry.h"
 #include "fusebox/retry.h"
+#include "fusebox/shared_state.h"
 
 namespace fusebox {
 
@@ -124,6 +125,12 @@ struct RateLimiterSample {
   int limit_for_period = 0;
 };
 
+// A shared state (fusebox/shared_state.h) and how it is doing.
+struct SharedStateSample {
+  std::string name;
+  SharedStateHealth health;
+};
+
 // Retry loops by how they ended, as Resilience4j's Retry.Metrics counts them.
 struct RetrySample {
   std::string name;
@@ -145,6 +152,7 @@ struct MetricsSnapshot {
   std::vector<BulkheadSample> bulkheads;
   std::vector<RateLimiterSample> rate_limiters;
   std::vector<RetrySample> retries;
+  std::vector<SharedStateSample> shared_states;
   // Set by Collect(const Registry&).
   std::optional<RegistrySample> registry;
 };
@@ -206,6 +214,10 @@ class MetricsCollector final : public BreakerObserver {
   bool RemoveBulkhead(std::string_view name);
   void AddRateLimiter(std::string name, const RateLimiter& limiter);
   bool RemoveRateLimiter(std::string_view name);
+  // Reports the health of `state` (Redis errors, fail-open periods, lease
+  // contention, ...) as `name` until removed; keeps it alive meanwhile.
+  void AddSharedState(std::string name, std::shared_ptr<const SharedState> state);
+  bool RemoveSharedState(std::string_view name);
   // The counters reported as retry `name`, created on first use. The
   // reference stays valid as long as the collector.
   RetryCounters& RetryCountersFor(std::string_view name);

@@ -69,6 +69,27 @@ struct SharedOverride {
 // "LIFTED", "FORCED_OPEN", "FORCED_CLOSED", "DISABLED", "METRICS_ONLY".
 std::string_view SharedOverrideKindName(SharedOverride::Kind kind) noexcept;
 
+// How a store is doing, for metrics and readiness. Counters are since the
+// store was made.
+struct SharedStateHealth {
+  // The store is reachable and its pushes arrive (a connected subscriber).
+  bool healthy = true;
+  // Commands that failed (I/O error, timeout, error reply).
+  std::int64_t errors = 0;
+  // Times the store stopped contacting its backend for a while after
+  // repeated failures (fail-open periods).
+  std::int64_t fail_open_periods = 0;
+  // Calls answered "unavailable" without contacting the backend.
+  std::int64_t refused_calls = 0;
+  // Probe leases granted, and asked for while another instance held one.
+  std::int64_t leases_granted = 0;
+  std::int64_t lease_contention = 0;
+  // Changes pushed to this instance.
+  std::int64_t events = 0;
+  // Trips, closes, releases or overrides that could not be sent.
+  std::int64_t dropped = 0;
+};
+
 // What the fleet knows about one circuit.
 struct SharedCircuitView {
   enum class Kind : std::uint8_t {
@@ -168,6 +189,9 @@ class SharedState {
     (void)circuit;
     (void)override_;
   }
+
+  // How the store is doing. Default: healthy, nothing counted.
+  virtual SharedStateHealth health() const { return {}; }
 };
 
 }  // namespace fusebox

@@ -71,6 +71,8 @@ class InProcessSharedState final : public SharedState {
   void Close(std::string_view circuit, std::string_view token) override;
   void Release(std::string_view circuit, std::string_view token) override;
   void PublishOverride(std::string_view circuit, const SharedOverride& override_) override;
+  // healthy while available; leases and contention counted.
+  SharedStateHealth health() const override;
 
   // While false, every call fails (Read, AcquireProbe: kUnavailable; Trip,
   // Close, Release: dropped) and nothing is pushed, as with a Redis that is

@@ -367,6 +367,20 @@ bool RedisSharedState::healthy() const {
   return subscribed_.load(std::memory_order_relaxed) && client_->gate().state() == State::kClosed;
 }
 
+SharedStateHealth RedisSharedState::health() const {
+  const SharedStateStats s = stats();
+  SharedStateHealth h;
+  h.healthy = healthy();
+  h.errors = s.errors;
+  h.fail_open_periods = s.down_periods;
+  h.refused_calls = s.refused;
+  h.leases_granted = s.leases_granted;
+  h.lease_contention = s.leases_busy;
+  h.events = s.events;
+  h.dropped = s.dropped;
+  return h;
+}
+
 SharedStateStats RedisSharedState::stats() const {
   auto get = [](const std::atomic<std::int64_t>& a) { return a.load(std::memory_order_relaxed); };
   SharedStateStats s;

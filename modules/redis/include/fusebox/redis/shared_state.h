@@ -140,6 +140,7 @@ class RedisSharedState final : public SharedState {
   // the fleet's state is being shared (a gateway's readiness).
   bool healthy() const;
   SharedStateStats stats() const;
+  SharedStateHealth health() const override;
   // Waits until the background thread has sent every trip, close and release
   // queued so far (or dropped them). For tests and orderly shutdown.
   void Flush();

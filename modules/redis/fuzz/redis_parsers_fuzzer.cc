@@ -42,10 +42,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fusebox::Result<fusebox::redis::CircuitEvent> e = fusebox::redis::ParseEvent(text);
   if (e.has_value()) {
     if (!fusebox::redis::ValidateCircuitId(e->circuit).ok()) std::abort();
-    const std::string again =
-        e->kind == fusebox::redis::CircuitEvent::Kind::kOpen
-            ? fusebox::redis::FormatOpenEvent(e->circuit, e->gen, e->remaining)
-            : fusebox::redis::FormatClosedEvent(e->circuit);
+    std::string again;
+    switch (e->kind) {
+      case fusebox::redis::CircuitEvent::Kind::kOpen:
+        again = fusebox::redis::FormatOpenEvent(e->circuit, e->gen, e->remaining);
+        break;
+      case fusebox::redis::CircuitEvent::Kind::kClosed:
+        again = fusebox::redis::FormatClosedEvent(e->circuit);
+        break;
+      case fusebox::redis::CircuitEvent::Kind::kOverride:
+        again = fusebox::redis::FormatOverrideEvent(e->circuit, e->override_);
+        break;
+    }
     fusebox::Result<fusebox::redis::CircuitEvent> back = fusebox::redis::ParseEvent(again);
     if (!back.has_value() || !(*back == *e)) std::abort();
   }

@@ -342,6 +342,8 @@ TEST_F(RedisSharedStateTest, AStoppedRedisCostsNoWaitingAndTheBreakersGoOnLocall
   }
   EXPECT_LT(worst, milliseconds(400));
   EXPECT_GE(b->stats().refused, 190);
+  // No reconnect storm: a handful of connect attempts, not one per call.
+  EXPECT_LE(b->stats().errors, 10);
   EXPECT_GE(b->stats().down_periods, 1);
   EXPECT_FALSE(b->healthy());
 }

@@ -67,7 +67,7 @@ Result<BulkheadPermit> Bulkhead::AcquireSlow() {
   // reliable (see Release()).
   if (waiting_.fetch_add(1, std::memory_order_seq_cst) >= options_.max_waiting_calls) {
     waiting_.fetch_sub(1, std::memory_order_relaxed);
-    return Status::Rejected(StatusCode::kBulkheadFull, "too_many_waiting");
+    return Refuse("too_many_waiting");
   }
   // The timer only wakes us; it holds the Waiters alive, not the bulkhead, so
   // it is harmless if it runs after this wait ended or the bulkhead died.
@@ -92,6 +92,7 @@ Result<BulkheadPermit> Bulkhead::AcquireSlow() {
   }
   waiting_.fetch_sub(1, std::memory_order_seq_cst);
   clock_.Cancel(timer);
+  if (!result) rejected_.fetch_add(1, std::memory_order_relaxed);
   return result;
 }
 

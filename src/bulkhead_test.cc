@@ -62,6 +62,7 @@ TEST_F(BulkheadTest, FullBulkheadRejectsAtOnce) {
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().code(), StatusCode::kBulkheadFull);
   EXPECT_EQ(c.error().reason(), "bulkhead_full");
+  EXPECT_EQ(bulkhead->rejected_calls(), 1u);
   a->Release();
   EXPECT_FALSE(a->held());
   EXPECT_TRUE(bulkhead->TryAcquire().has_value());  // Taken and freed at once.
@@ -114,6 +115,7 @@ TEST_F(BulkheadTest, BoundedWaitEndsOnTheClock) {
   EXPECT_EQ(waited->code(), StatusCode::kBulkheadFull);
   EXPECT_EQ(waited->reason(), "wait_timeout");
   EXPECT_EQ(bulkhead->waiting_calls(), 0);
+  EXPECT_EQ(bulkhead->rejected_calls(), 1u) << "one refusal, after the wait, not two";
 }
 
 TEST_F(BulkheadTest, WaiterGetsAReleasedSlot) {

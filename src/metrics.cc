@@ -220,12 +220,13 @@ MetricsSnapshot MetricsCollector::Collect() const {
   MetricsSnapshot snapshot;
   internal::MutexLock lock(&core_->mu);
   for (const auto& [name, b] : core_->bulkheads) {
-    snapshot.bulkheads.push_back(BulkheadSample{
-        name, b->available_permits(), b->options().max_concurrent_calls, b->waiting_calls()});
+    snapshot.bulkheads.push_back(BulkheadSample{name, b->available_permits(),
+                                                b->options().max_concurrent_calls,
+                                                b->waiting_calls(), b->rejected_calls()});
   }
   for (const auto& [name, l] : core_->limiters) {
-    snapshot.rate_limiters.push_back(
-        RateLimiterSample{name, l->AvailablePermits(), l->options().limit_for_period});
+    snapshot.rate_limiters.push_back(RateLimiterSample{
+        name, l->AvailablePermits(), l->options().limit_for_period, l->rejected_calls()});
   }
   for (const auto& [name, r] : core_->retries) snapshot.retries.push_back(r->Sample(name));
   for (const auto& [name, st] : core_->shared_states) {

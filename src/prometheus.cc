@@ -425,6 +425,18 @@ void WriteGauge(Writer& w, const std::vector<Sample>& samples, std::string_view 
   }
 }
 
+template <typename Sample, typename Value>
+void WriteCounter(Writer& w, const std::vector<Sample>& samples, std::string_view name,
+                  std::string_view help, Value value) {
+  if (samples.empty()) return;
+  w.Header(name, "counter", help);
+  for (const Sample& s : samples) {
+    w.Open(name);
+    w.Label("name", s.name, true);
+    w.Close(static_cast<std::uint64_t>(value(s)));
+  }
+}
+
 void WritePolicies(Writer& w, const MetricsSnapshot& s, bool extensions) {
   WriteGauge(w, s.bulkheads, "bulkhead_available_concurrent_calls",
              "The number of available permissions",
@@ -435,6 +447,9 @@ void WritePolicies(Writer& w, const MetricsSnapshot& s, bool extensions) {
   if (extensions) {
     WriteGauge(w, s.bulkheads, "bulkhead_waiting_calls", "Callers waiting for a permission",
                [](const BulkheadSample& b) { return b.waiting_calls; });
+    WriteCounter(w, s.bulkheads, "bulkhead_rejected_calls_total",
+                 "Calls the bulkhead refused (full, too many waiting, wait ran out)",
+                 [](const BulkheadSample& b) { return b.rejected_calls; });
   }
   WriteGauge(w, s.rate_limiters, "ratelimiter_available_permissions",
              "The number of available permissions",
@@ -443,6 +458,9 @@ void WritePolicies(Writer& w, const MetricsSnapshot& s, bool extensions) {
     WriteGauge(w, s.rate_limiters, "ratelimiter_limit_for_period",
                "Permits per refresh period, the largest burst",
                [](const RateLimiterSample& r) { return r.limit_for_period; });
+    WriteCounter(w, s.rate_limiters, "ratelimiter_rejected_calls_total",
+                 "Requests the rate limiter refused (no permit in time)",
+                 [](const RateLimiterSample& r) { return r.rejected_calls; });
   }
   if (!s.retries.empty()) {
     w.Header("retry_calls_total", "counter", "The number of retry loops by how they ended");

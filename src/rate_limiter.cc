@@ -74,6 +74,7 @@ Status RateLimiter::AcquireSlow(int permits) {
     const Duration::rep next = (tat > now ? tat : now) + cost;
     free_at = next - tolerance_ns_;
     if (free_at - now > max_wait) {
+      rejected_.fetch_add(1, std::memory_order_relaxed);
       return Status::Rejected(StatusCode::kRateLimited, "rate_limited",
                               TimePoint(Duration(free_at)));
     }

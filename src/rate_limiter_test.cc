@@ -54,8 +54,10 @@ TEST_F(RateLimiterTest, BurstThenRefusalSaysWhenToComeBack) {
   auto limiter = Make({.limit_for_period = 10, .limit_refresh_period = 1s});
   EXPECT_EQ(limiter->AvailablePermits(), 10);
   EXPECT_EQ(Drain(*limiter), 10);
+  const std::uint64_t refused = limiter->rejected_calls();
   Status s = limiter->TryAcquire();
   EXPECT_EQ(s.code(), StatusCode::kRateLimited);
+  EXPECT_EQ(limiter->rejected_calls(), refused + 1);
   EXPECT_EQ(s.reason(), "rate_limited");
   EXPECT_EQ(s.retry_at(), kEpoch + 100ms);
   EXPECT_EQ(limiter->TimeUntilPermit(), 100ms);
@@ -102,6 +104,7 @@ TEST_F(RateLimiterTest, AcquireWaitsThroughTheClockUpToTheTimeout) {
   auto limiter =
       Make({.limit_for_period = 10, .limit_refresh_period = 1s, .timeout_duration = 200ms}, clock);
   EXPECT_EQ(Drain(*limiter), 10);
+  const std::uint64_t refused = limiter->rejected_calls();
   // Two callers queue: each reserves the next permit and sleeps until it.
   EXPECT_TRUE(limiter->Acquire().ok());
   EXPECT_EQ(clock.Now(), kEpoch + 100ms);
@@ -112,6 +115,7 @@ TEST_F(RateLimiterTest, AcquireWaitsThroughTheClockUpToTheTimeout) {
   EXPECT_EQ(s.code(), StatusCode::kRateLimited);
   EXPECT_EQ(s.retry_at(), kEpoch + 500ms);
   EXPECT_EQ(clock.Now(), kEpoch + 200ms);
+  EXPECT_EQ(limiter->rejected_calls(), refused + 1) << "the two waits are not refusals";
   // At exactly the timeout it still waits.
   EXPECT_TRUE(limiter->Acquire(2).ok());
   EXPECT_EQ(clock.Now(), kEpoch + 400ms);

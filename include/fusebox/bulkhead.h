@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -117,6 +118,11 @@ class Bulkhead {
   int available_permits() const noexcept { return available_.load(std::memory_order_relaxed); }
   // Callers blocked in Acquire() now.
   int waiting_calls() const noexcept { return waiting_.load(std::memory_order_relaxed); }
+  // Calls refused since creation (full, too many waiting, or the wait ran
+  // out); counted on the refusing path only.
+  std::uint64_t rejected_calls() const noexcept {
+    return rejected_.load(std::memory_order_relaxed);
+  }
 
   const BulkheadOptions& options() const noexcept { return options_; }
   Clock& clock() const noexcept { return clock_; }
@@ -128,6 +134,8 @@ class Bulkhead {
   Bulkhead(BulkheadOptions options, Clock& clock);
 
   void Release() noexcept;
+  bool TryTake() noexcept;
+  Result<BulkheadPermit> Refuse(const char* reason) noexcept;
   Result<BulkheadPermit> AcquireSlow();
   void WakeWaiters() noexcept;
 
@@ -141,22 +149,34 @@ class Bulkhead {
   // timers that end waits, which may still run after a wait (and even the
   // bulkhead) is gone.
   const std::shared_ptr<Waiters> waiters_;
+  // Apart from available_: refusals must not slow the calls that get in.
+  alignas(64) std::atomic<std::uint64_t> rejected_{0};
 };
 
 // ---------------------------------------------------------------------------
 // Inline fast paths.
 
-inline Result<BulkheadPermit> Bulkhead::TryAcquire() noexcept {
+inline bool Bulkhead::TryTake() noexcept {
   int n = available_.load(std::memory_order_relaxed);
   while (n > 0) {
     // Acquire pairs with the release in Release(): what the previous holder of
     // a slot did happens before the next holder starts, as a mutex would give.
     if (available_.compare_exchange_weak(n, n - 1, std::memory_order_acquire,
                                          std::memory_order_relaxed)) {
-      return BulkheadPermit(this);
+      return true;
     }
   }
-  return Status::Rejected(StatusCode::kBulkheadFull, "bulkhead_full");
+  return false;
+}
+
+inline Result<BulkheadPermit> Bulkhead::Refuse(const char* reason) noexcept {
+  rejected_.fetch_add(1, std::memory_order_relaxed);
+  return Status::Rejected(StatusCode::kBulkheadFull, reason);
+}
+
+inline Result<BulkheadPermit> Bulkhead::TryAcquire() noexcept {
+  if (TryTake()) return BulkheadPermit(this);
+  return Refuse("bulkhead_full");
 }
 
 inline void Bulkhead::Release() noexcept {
@@ -174,8 +194,8 @@ inline void BulkheadPermit::Release() noexcept {
 }
 
 inline Result<BulkheadPermit> Bulkhead::Acquire() {
-  Result<BulkheadPermit> permit = TryAcquire();
-  if (permit || options_.max_wait_duration <= Duration::zero()) return permit;
+  if (TryTake()) return BulkheadPermit(this);
+  if (options_.max_wait_duration <= Duration::zero()) return Refuse("bulkhead_full");
   return AcquireSlow();
 }
 

@@ -117,12 +117,14 @@ struct BulkheadSample {
   int available_concurrent_calls = 0;
   int max_allowed_concurrent_calls = 0;
   int waiting_calls = 0;
+  std::uint64_t rejected_calls = 0;
 };
 
 struct RateLimiterSample {
   std::string name;
   int available_permissions = 0;
   int limit_for_period = 0;
+  std::uint64_t rejected_calls = 0;
 };
 
 // A shared state (fusebox/shared_state.h) and how it is doing.

@@ -39,6 +39,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -103,6 +104,11 @@ class RateLimiter {
 
   // How many permits could be taken now, in [0, limit_for_period].
   int AvailablePermits() const noexcept;
+  // Requests refused since creation (no permit in time); counted on the
+  // refusing path only.
+  std::uint64_t rejected_calls() const noexcept {
+    return rejected_.load(std::memory_order_relaxed);
+  }
 
   // Acquire()s one permit, then runs `fn` (see internal/policy_call.h for the
   // callables accepted and what comes back); returns kRateLimited without
@@ -135,6 +141,8 @@ class RateLimiter {
   const bool precise_;
   Clock& clock_;
   const RateLimiterOptions options_;
+  // Apart from tat_ns_: refusals must not slow the calls that get permits.
+  alignas(64) std::atomic<std::uint64_t> rejected_{0};
 };
 
 // ---------------------------------------------------------------------------
@@ -153,6 +161,7 @@ inline Status RateLimiter::TryAcquire(int permits) noexcept {
       // Free once the TAT is back within the tolerance: at next - tolerance,
       // whatever clock read now (a lagging coarse read changes `now`, not
       // this).
+      rejected_.fetch_add(1, std::memory_order_relaxed);
       return Status::Rejected(StatusCode::kRateLimited, "rate_limited",
                               TimePoint(Duration(next - tolerance_ns_)));
     }

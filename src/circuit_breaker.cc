@@ -425,6 +425,9 @@ struct alignas(64) CircuitBreaker::Core {
     void OnSharedOverride(const SharedOverride& o) override {
       Deliver([&](Core& c) { c.OnSharedOverride(o); });
     }
+    void OnSharedRefresh() override {
+      Deliver([](Core& c) { c.SyncShared(); });
+    }
     void Attach(CircuitBreaker* b) {
       std::lock_guard<std::mutex> guard(mu_);
       breaker_ = b;
@@ -970,36 +973,42 @@ struct alignas(64) CircuitBreaker::Core {
   // fleet says can open this breaker or extend its OPEN, never close it: a
   // close arrives as OnSharedClosed(), or comes from this breaker's own probe.
   void SyncShared() {
+    // Already read (by a call, or by the store's refresh): nothing to do.
+    if (!(cb.word_.load(std::memory_order_relaxed) & internal::kSharedStaleBit)) return;
     if (shared_busy.exchange(true, std::memory_order_acquire)) return;
     const Result<SharedCircuitView> view = shared->Read(cb.name_);
     {
       internal::SpinMutexLock lock(&mu);
-      // Kept when the store did not answer: the next call asks again. That
-      // costs nothing while the store is down (its own breaker refuses at
-      // once) and does not lose an OPEN the fleet may hold.
-      if (view.has_value()) shared_stale = false;
-      const TimePoint now = cb.clock_.Now();
-      if (view.has_value() && view->override_in_force) {
-        ApplySharedOverrideLocked(*view->override_in_force, now);
-      }
-      const State state = StateOf(cb.word_.load(std::memory_order_relaxed));
-      if (view.has_value() && view->kind == SharedCircuitView::Kind::kOpen) {
-        if (state == State::kClosed || (state == State::kHalfOpen && lease_token.empty())) {
-          TransitionLocked(State::kOpen, TransitionReason::kSharedOpen, now,
-                           std::max(view->open_remaining, Duration(1)));
-        } else if (state == State::kOpen) {
-          ExtendOpenLocked(now, view->open_remaining, /*share=*/false);
-        }
-      } else if (view.has_value() && view->kind == SharedCircuitView::Kind::kRecovering &&
-                 state == State::kClosed) {
-        // The fleet waits for a probe: join it as OPEN-and-over, so that the
-        // next call competes for the lease.
-        TransitionLocked(State::kOpen, TransitionReason::kSharedOpen, now, Duration(1));
-      }
-      Republish(SecondOf(cb.clock_.CoarseNow()));
+      // Kept stale when the store did not answer: the next call asks again.
+      // That costs nothing while the store is down (its own breaker refuses
+      // at once) and does not lose an OPEN the fleet may hold.
+      if (view.has_value()) ApplySharedViewLocked(*view);
     }
     shared_busy.store(false, std::memory_order_release);
     Dispatch();
+  }
+
+  // What the fleet says can open this breaker, extend its OPEN, or put it
+  // under an operator's override; never close it: a close arrives as
+  // OnSharedClosed(), or comes from this breaker's own probe.
+  void ApplySharedViewLocked(const SharedCircuitView& view) FUSEBOX_REQUIRES(mu) {
+    shared_stale = false;
+    const TimePoint now = cb.clock_.Now();
+    if (view.override_in_force) ApplySharedOverrideLocked(*view.override_in_force, now);
+    const State state = StateOf(cb.word_.load(std::memory_order_relaxed));
+    if (view.kind == SharedCircuitView::Kind::kOpen) {
+      if (state == State::kClosed || (state == State::kHalfOpen && lease_token.empty())) {
+        TransitionLocked(State::kOpen, TransitionReason::kSharedOpen, now,
+                         std::max(view.open_remaining, Duration(1)));
+      } else if (state == State::kOpen) {
+        ExtendOpenLocked(now, view.open_remaining, /*share=*/false);
+      }
+    } else if (view.kind == SharedCircuitView::Kind::kRecovering && state == State::kClosed) {
+      // The fleet waits for a probe: join it as OPEN-and-over, so that the
+      // next call competes for the lease.
+      TransitionLocked(State::kOpen, TransitionReason::kSharedOpen, now, Duration(1));
+    }
+    Republish(SecondOf(cb.clock_.CoarseNow()));
   }
 
   void NotifyOutcome(const OutcomeEvent& event) {
@@ -1195,14 +1204,17 @@ CircuitBreaker::CircuitBreaker(std::string name, CircuitBreakerConfig config, Cl
     core_->shared = config_.shared_state;
     core_->shared_link = std::make_shared<Core::Link>();
     core_->shared_link->Attach(this);
-    core_->subscription = core_->shared->Subscribe(name_, core_->shared_link);
   }
   const TimePoint now = clock_.Now();
-  internal::SpinMutexLock lock(&core_->mu);
-  core_->state_since = now;
-  // A new breaker knows nothing of the fleet yet: its first call reads it.
-  core_->shared_stale = core_->shared != nullptr;
-  core_->PublishLocked(State::kClosed, 0, false, SecondOf(clock_.CoarseNow()));
+  {
+    internal::SpinMutexLock lock(&core_->mu);
+    core_->state_since = now;
+    // A new breaker knows nothing of the fleet yet: its first call reads it.
+    core_->shared_stale = core_->shared != nullptr;
+    core_->PublishLocked(State::kClosed, 0, false, SecondOf(clock_.CoarseNow()));
+  }
+  // Last: from here on the store may call in (from its own thread).
+  if (core_->shared) core_->subscription = core_->shared->Subscribe(name_, core_->shared_link);
 }
 
 CircuitBreaker::~CircuitBreaker() {

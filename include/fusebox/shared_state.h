@@ -145,6 +145,11 @@ class SharedStateListener {
   virtual void OnSharedResync() = 0;
   // An operator set (or lifted) an override on the circuit somewhere.
   virtual void OnSharedOverride(const SharedOverride& /*override_*/) {}
+  // Read the circuit now (Read()), unless that was done already: a store
+  // calls it from its own thread right after Subscribe(), so that a new
+  // breaker shows the fleet's state (an override, an OPEN) before its first
+  // call needs it. Default: nothing.
+  virtual void OnSharedRefresh() {}
 };
 
 class SharedState {

@@ -83,10 +83,20 @@ RedisSharedState::~RedisSharedState() {
 
 SharedState::SubscriptionId RedisSharedState::Subscribe(
     std::string_view circuit, std::shared_ptr<SharedStateListener> listener) {
-  std::lock_guard<std::mutex> lock(listeners_mu_);
-  const SubscriptionId id = next_id_++;
-  by_id_.emplace(id, std::make_pair(std::string(circuit), std::move(listener)));
-  by_circuit_.emplace(std::string(circuit), id);
+  SubscriptionId id;
+  {
+    std::lock_guard<std::mutex> lock(listeners_mu_);
+    id = next_id_++;
+    by_id_.emplace(id, std::make_pair(std::string(circuit), listener));
+    by_circuit_.emplace(std::string(circuit), id);
+  }
+  // Read it in the background, so that the new breaker shows the fleet's
+  // state (an override, an OPEN) before its first call would read it.
+  if (subscribed_.load(std::memory_order_relaxed)) {
+    Op op{Op::Kind::kRefresh, std::string(circuit), Duration::zero(), {}, {}};
+    op.listener = listener;
+    Enqueue(std::move(op));
+  }
   return id;
 }
 
@@ -240,6 +250,11 @@ void RedisSharedState::WorkerLoop() {
                        worker_conn_,
                        [&](Connection& c) { return scripts_.Release(c, op.circuit, op.token); })
                    .has_value();
+        break;
+      case Op::Kind::kRefresh:
+        // The breaker reads for itself (once: a call may have read already).
+        if (std::shared_ptr<SharedStateListener> l = op.listener.lock()) l->OnSharedRefresh();
+        sent = true;
         break;
       case Op::Kind::kOverride:
         sent = client_

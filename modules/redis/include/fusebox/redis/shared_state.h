@@ -149,13 +149,15 @@ class RedisSharedState final : public SharedState {
 
  private:
   struct Op {
-    enum class Kind : std::uint8_t { kTrip, kClose, kRelease, kOverride };
+    enum class Kind : std::uint8_t { kTrip, kClose, kRelease, kOverride, kRefresh };
     Kind kind = Kind::kTrip;
     std::string circuit;
     Duration open_for = Duration::zero();
     std::string reason;
     std::string token;
     SharedOverride override_{};
+    // kRefresh: who wants the view.
+    std::weak_ptr<SharedStateListener> listener{};
   };
   using Listeners = std::vector<std::shared_ptr<SharedStateListener>>;
 

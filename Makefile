@@ -3,7 +3,8 @@
 #   make deps    install missing Debian packages (apt-get; sudo if not root)
 #   make build   configure + build the release preset (gcc, -O2, -Werror)
 #   make test    release, asan, tsan in turn: configure, build, ctest; stops at the first failure
-#   make demo    build release, then `fusebox sim default` and `fusebox compare` (the five presets)
+#   make demo    build release, then `fusebox sim default`, `fusebox compare` (the five presets)
+#                and seed 000's story through two gateways (apps/gateway/demo.sh)
 #   make bench   build release and run the benchmarks
 #   make format  clang-format -i every C++ file git knows about (tracked or not ignored)
 #   make clean   remove build/
@@ -14,7 +15,7 @@ SHELL := /bin/bash
 
 DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev make git libcli11-dev nlohmann-json3-dev libyaml-cpp-dev chromium \
-                libspdlog-dev prometheus libhiredis-dev redis-server
+                libspdlog-dev prometheus libhiredis-dev redis-server libboost-dev wrk nginx-light
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
@@ -66,10 +67,14 @@ test-tsan:
 	cmake --build --preset tsan -j $(JOBS)
 	$(TSAN_ENV) ctest --preset tsan -j $(JOBS)
 
+# The simulator's story (one breaker, seed 004), then the gateway's (seed 000:
+# Redis, a fake Graph API, two gateways, a client walking the sequence diagram).
 demo: build
 	./build/release/bin/fusebox sim default
 	@echo
 	./build/release/bin/fusebox compare
+	@echo
+	apps/gateway/demo.sh ./build/release/bin/fusebox
 
 bench: build
 	./build/release/bench/fusebox_bench --benchmark_repetitions=5 \

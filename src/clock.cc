@@ -123,4 +123,8 @@ Clock& SystemClock() {
   return *kClock;
 }
 
+std::chrono::system_clock::time_point WallClockNow() noexcept {
+  return std::chrono::system_clock::now();
+}
+
 }  // namespace fusebox

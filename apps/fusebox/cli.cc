@@ -1,6 +1,7 @@
 #include "apps/fusebox/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -17,6 +18,11 @@
 #endif
 #ifdef FUSEBOX_APP_WITH_META
 #include "apps/fusebox/classify.h"
+#endif
+#ifdef FUSEBOX_APP_WITH_GATEWAY
+#include "apps/gateway/demo_client.h"
+#include "apps/gateway/fake_upstream.h"
+#include "apps/gateway/gateway.h"
 #endif
 #include "apps/fusebox/html.h"
 #include "apps/fusebox/narration.h"
@@ -354,6 +360,46 @@ int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostr
                          "Ignore FUSEBOX_* environment overrides (default: apply them)");
 #endif
 
+#ifdef FUSEBOX_APP_WITH_GATEWAY
+  std::string fake_listen = "127.0.0.1:0", fake_script;
+  int fake_threads = 1;
+  CLI::App* fake_upstream = app.add_subcommand(
+      "fake-upstream",
+      "A scriptable stand-in for an upstream API (Meta's Graph API): routes answering a "
+      "programmed sequence of responses, for the gateway's demo and tests (docs/gateway.md)");
+  fake_upstream->add_option("--listen", fake_listen, "HOST:PORT (port 0: any free port)");
+  fake_upstream->add_option("--script", fake_script,
+                            "A YAML route script (apps/gateway/testdata/*.yaml)");
+  fake_upstream->add_option("--threads", fake_threads, "Event-loop threads (default 1)")
+      ->check(CLI::Range(1, 64));
+
+  std::string gateway_config, gateway_redis, gateway_listen;
+  CLI::App* gateway_cmd = app.add_subcommand(
+      "gateway",
+      "Serve seed 000's flow (snapshot cache -> quota and transient circuits -> upstream) in "
+      "front of an upstream HTTP API, until SIGTERM (docs/gateway.md)");
+  gateway_cmd->add_option("--config", gateway_config, "The gateway.yaml file")->required();
+  gateway_cmd->add_option("--redis", gateway_redis,
+                          "redis://[[user]:password@]host[:port][/db]: share circuits and "
+                          "snapshots across instances (overrides the file's redis:)");
+  gateway_cmd->add_option("--listen", gateway_listen, "HOST:PORT (overrides the file's listen:)");
+
+  gateway::GatewayDemoOptions demo_options;
+  std::vector<std::string> demo_gateways;
+  std::string demo_token_env;
+  CLI::App* gateway_demo = app.add_subcommand(
+      "gateway-demo",
+      "The client of `make demo`: walks seed 000's sequence diagram against two running "
+      "gateways and a fake upstream (apps/gateway/demo.sh starts them)");
+  gateway_demo->add_option("--upstream", demo_options.upstream, "The fake upstream's HOST:PORT")
+      ->required();
+  gateway_demo->add_option("--gateway", demo_gateways, "A gateway's HOST:PORT; give two")
+      ->required()
+      ->expected(2);
+  gateway_demo->add_option("--admin-token-env", demo_token_env,
+                           "Name of the variable holding the admin token (to show circuit states)");
+#endif
+
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
   try {
@@ -370,6 +416,22 @@ int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostr
   if (config_check->parsed()) {
     return RunConfigCheck(
         check_path, check_no_env ? yaml::Environment{} : yaml::FuseboxEnvironment(), out, err);
+  }
+#endif
+#ifdef FUSEBOX_APP_WITH_GATEWAY
+  if (fake_upstream->parsed()) {
+    return gateway::RunFakeUpstream(fake_listen, fake_script, fake_threads, out, err);
+  }
+  if (gateway_cmd->parsed()) {
+    return gateway::RunGateway(gateway_config, gateway_redis, gateway_listen, out, err);
+  }
+  if (gateway_demo->parsed()) {
+    demo_options.gateway_a = demo_gateways[0];
+    demo_options.gateway_b = demo_gateways[1];
+    if (const char* token = demo_token_env.empty() ? nullptr : std::getenv(demo_token_env.c_str())) {
+      demo_options.admin_token = token;
+    }
+    return gateway::RunGatewayDemo(demo_options, out, err);
   }
 #endif
   if (compare->parsed()) {

@@ -77,6 +77,11 @@ class Clock {
 // may be used during static destruction.
 Clock& SystemClock();
 
+// The wall clock (std::chrono::system_clock), for what people read: the "ts"
+// of log and audit lines (EventLogOptions::wall_clock,
+// AuditLogOptions::wall_clock). Never for a decision: it jumps.
+std::chrono::system_clock::time_point WallClockNow() noexcept;
+
 }  // namespace fusebox
 
 #endif  // FUSEBOX_CLOCK_H_

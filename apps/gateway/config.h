@@ -1,0 +1,144 @@
+// apps/gateway/config.h: the gateway's configuration file (gateway.yaml).
+//
+// docs/gateway.md describes the format. LoadGatewayConfig() reads and
+// validates the whole file and reports every fault it finds, one a line, each
+// naming the file, line, column and key:
+//
+//   gateway.yaml:14:5: routes[1].workload: expected one of read, publish, reply,
+//   token-refresh, got "write"
+//
+// The admin token is never in the file: the file names an environment
+// variable (admin.token_env), which LoadGatewayConfig() reads through the
+// `getenv` function it is given, so tests need not touch the process
+// environment. The token never appears in an error message.
+//
+//   fusebox::Result<fusebox::gateway::GatewayConfig> config =
+//       fusebox::gateway::LoadGatewayConfig("gateway.yaml", fusebox::gateway::ProcessEnv());
+//
+// Thread-safe: the functions are pure but for ProcessEnv()'s function, which
+// reads the process environment.
+#ifndef FUSEBOX_APPS_GATEWAY_CONFIG_H_
+#define FUSEBOX_APPS_GATEWAY_CONFIG_H_
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fusebox/clock.h"
+#include "fusebox/meta/provider_call.h"
+#include "fusebox/result.h"
+
+namespace fusebox::gateway {
+
+// Looks up an environment variable; nullopt when unset.
+using GetEnv = std::function<std::optional<std::string>(std::string_view name)>;
+
+// The real process environment.
+GetEnv ProcessEnv();
+
+struct UpstreamConfig {
+  std::string name;
+  // From base_url "http://host:port/prefix".
+  std::string host;
+  int port = 80;
+  // Path prefix put before every upstream_path ("" or "/v19.0"), no trailing '/'.
+  std::string path_prefix;
+  Duration connect_timeout = std::chrono::seconds(1);
+  Duration request_timeout = std::chrono::seconds(10);
+  // Idle keep-alive connections kept.
+  int pool_size = 16;
+};
+
+enum class Classifier : std::uint8_t { kHttp, kMeta };
+
+struct CacheConfig {
+  Duration fresh_for = std::chrono::seconds(60);
+  Duration max_stale = std::chrono::hours(24);
+};
+
+struct RouteConfig {
+  std::string name;
+  // Upper case: GET, POST, PUT, PATCH, DELETE.
+  std::string method;
+  // "/v1/{provider}/accounts/{account}/insights".
+  std::string path;
+  // Index into GatewayConfig::upstreams.
+  std::size_t upstream = 0;
+  std::string upstream_path;
+  meta::Workload workload = meta::Workload::kRead;
+  // Templates ("{provider}") or literals.
+  std::string provider;
+  std::string subject;
+  Classifier classifier = Classifier::kHttp;
+  // The upstream deadline; the upstream's request_timeout when not set.
+  Duration timeout = Duration::zero();
+  // GET routes only.
+  std::optional<CacheConfig> cache;
+};
+
+struct LimitsConfig {
+  std::size_t max_header_bytes = 8192;
+  std::size_t max_body_bytes = 1 << 20;
+  Duration read_timeout = std::chrono::seconds(10);
+  Duration idle_timeout = std::chrono::seconds(60);
+  Duration shutdown_grace = std::chrono::seconds(10);
+};
+
+struct AdminConfig {
+  // The variable's name (for messages) and its value: a secret, never logged.
+  std::string token_env;
+  std::string token;
+  std::string audit_log;
+};
+
+struct BreakersConfig {
+  Duration transient_window = std::chrono::seconds(10);
+  int transient_minimum_calls = 3;
+  float transient_failure_rate = 50;
+  Duration transient_open_for = std::chrono::seconds(30);
+  std::chrono::seconds quota_default_wait{120};
+  std::chrono::seconds quota_max_wait = std::chrono::hours(24);
+};
+
+struct GatewayConfig {
+  // Where the file was read from, for messages.
+  std::string source;
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 8080;
+  // Empty: "<host>:<port>" once listening.
+  std::string instance;
+  int io_threads = 2;
+  int workers = 16;
+  std::string redis_url;
+  bool fail_open_ready = false;
+  LimitsConfig limits;
+  std::optional<AdminConfig> admin;
+  std::size_t cache_max_entries = 10000;
+  BreakersConfig breakers;
+  std::vector<UpstreamConfig> upstreams;
+  std::vector<RouteConfig> routes;
+};
+
+// Parses "HOST:PORT" ("[::1]:8080" for IPv6). kInvalidArgument naming the
+// problem.
+Status ParseListen(std::string_view text, std::string& host, int& port);
+
+// Reads `text` as a gateway.yaml named `source` (for messages). On error, the
+// message lists every fault, one a line.
+Result<GatewayConfig> ParseGatewayConfig(std::string_view text, std::string_view source,
+                                         const GetEnv& getenv);
+
+// Reads and parses the file at `path`.
+Result<GatewayConfig> LoadGatewayConfig(const std::string& path, const GetEnv& getenv);
+
+// The transient and quota breaker templates of `breakers`: seed 000's
+// (fusebox::meta) with the configured numbers.
+CircuitBreakerConfig TransientTemplate(const BreakersConfig& breakers);
+CircuitBreakerConfig QuotaTemplate(const BreakersConfig& breakers);
+
+}  // namespace fusebox::gateway
+
+#endif  // FUSEBOX_APPS_GATEWAY_CONFIG_H_

@@ -1,0 +1,644 @@
+// The gateway's HTTP server (Boost.Asio + Beast) and its lifecycle. What the
+// gateway answers is Handler's business (handler.h); this file reads requests,
+// hands the ones that may block to the worker pool, writes responses, streams
+// the dashboard's events and shuts down gracefully.
+//
+// Threads: `io_threads` run one io_context; every connection lives on its own
+// strand, so its handlers never run concurrently. Work that may block (the
+// upstream call under the breakers, a single-flight wait, the Redis snapshot
+// store, an admin override that talks to Redis) runs on a fixed pool of
+// `workers` threads and posts its response back to the connection's strand.
+// An asynchronous upstream client alone would not do: RunProviderCall, the
+// probe lease and SingleFlight waiters are blocking by design, and keeping
+// them off the I/O threads is what keeps /healthz, /metrics and the
+// dashboard responsive while the upstream is slow.
+#include "apps/gateway/gateway.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <deque>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <utility>
+
+#include "apps/gateway/dashboard.h"
+#include "apps/gateway/handler.h"
+#include "fusebox/audit_log.h"
+#include "fusebox/config_names.h"
+#include "fusebox/meta/provider_call.h"
+#include "fusebox/metrics.h"
+#include "fusebox/observer.h"
+#ifdef FUSEBOX_GATEWAY_WITH_REDIS
+#include "fusebox/redis/options.h"
+#include "fusebox/redis/shared_state.h"
+#include "fusebox/redis/snapshot_store.h"
+#endif
+
+namespace fusebox::gateway {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+class Session;
+
+// The live connections, for shutdown and for the dashboard's broadcasts. It
+// is shared with every session so that a session destroyed late (its last
+// handler dropped by a stopped io_context) never touches a dead gateway.
+struct SessionTable {
+  internal::Mutex mu;
+  std::map<std::uint64_t, std::weak_ptr<Session>> sessions FUSEBOX_GUARDED_BY(mu);
+  std::uint64_t next_id FUSEBOX_GUARDED_BY(mu) = 0;
+  // Set before draining starts; called (from any thread) when the last
+  // session ends while draining.
+  std::function<void()> on_empty_while_draining;
+  std::atomic<bool> draining{false};
+  // Set once the server's threads are gone: nothing may be posted any more.
+  std::atomic<bool> closed{false};
+
+  std::uint64_t Add(std::weak_ptr<Session> s) FUSEBOX_EXCLUDES(mu) {
+    internal::MutexLock lock(&mu);
+    const std::uint64_t id = ++next_id;
+    sessions.emplace(id, std::move(s));
+    return id;
+  }
+  void Remove(std::uint64_t id) FUSEBOX_EXCLUDES(mu) {
+    bool now_empty = false;
+    {
+      internal::MutexLock lock(&mu);
+      sessions.erase(id);
+      now_empty = sessions.empty();
+    }
+    if (now_empty && draining.load() && !closed.load() && on_empty_while_draining) {
+      on_empty_while_draining();
+    }
+  }
+  std::vector<std::shared_ptr<Session>> All() FUSEBOX_EXCLUDES(mu) {
+    std::vector<std::shared_ptr<Session>> out;
+    internal::MutexLock lock(&mu);
+    for (auto& [id, weak] : sessions) {
+      if (std::shared_ptr<Session> s = weak.lock()) out.push_back(std::move(s));
+    }
+    return out;
+  }
+  bool empty() FUSEBOX_EXCLUDES(mu) {
+    internal::MutexLock lock(&mu);
+    return sessions.empty();
+  }
+};
+
+// What a Session needs from the gateway.
+struct ServerContext {
+  const GatewayConfig* config = nullptr;
+  Handler* handler = nullptr;
+  DashboardFeed* feed = nullptr;
+  asio::thread_pool* workers = nullptr;
+  std::shared_ptr<SessionTable> table;
+  std::string instance;
+};
+
+std::string SnapshotEvent(const ServerContext& ctx) {
+  return "event: snapshot\ndata: {\"instance\":" + nlohmann::json(ctx.instance).dump() +
+         ",\"circuits\":" + ctx.handler->CircuitsJson() +
+         ",\"transitions\":" + ctx.feed->RecentJson() + "}\n\n";
+}
+
+// One client connection: HTTP/1.1 keep-alive, or an SSE stream once it asks
+// for /dashboard/events. Every method runs on the connection's strand.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  enum class Phase : std::uint8_t { kIdle, kReading, kBusy, kWriting, kSse, kClosed };
+
+  Session(tcp::socket socket, ServerContext& ctx)
+      : ctx_(ctx), table_(ctx.table), stream_(std::move(socket)), timer_(stream_.get_executor()) {}
+
+  ~Session() { table_->Remove(id_); }
+
+  void Start() {
+    id_ = table_->Add(weak_from_this());
+    WaitForRequest();
+  }
+
+  // Shutdown: an idle keep-alive or SSE connection closes now; one with a
+  // request in progress finishes it and closes after its response.
+  void Drain() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->phase_ == Phase::kIdle || self->phase_ == Phase::kSse) self->Close();
+    });
+  }
+
+  // Shutdown grace exceeded: close whatever the connection is doing.
+  void ForceClose() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Close(); });
+  }
+
+  // Queues one server-sent event (a no-op unless this is an SSE stream).
+  void SendEvent(std::shared_ptr<const std::string> event) {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this(), event = std::move(event)] {
+      if (self->phase_ != Phase::kSse) return;
+      // A client that does not keep up is dropped rather than buffered for.
+      if (self->sse_queue_.size() >= 64) {
+        self->Close();
+        return;
+      }
+      self->sse_queue_.push_back(std::move(event));
+      if (self->sse_queue_.size() == 1) self->WriteNextEvent();
+    });
+  }
+
+  bool is_sse() const { return sse_.load(std::memory_order_relaxed); }
+
+ private:
+  void ArmTimer(Duration d) {
+    const std::uint64_t gen = ++timer_gen_;
+    timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(d));
+    timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+      if (ec || gen != self->timer_gen_) return;
+      self->OnTimeout();
+    });
+  }
+  void DisarmTimer() {
+    ++timer_gen_;
+    timer_.cancel();
+  }
+
+  void OnTimeout() {
+    if (phase_ == Phase::kIdle) {
+      Close();
+    } else if (phase_ == Phase::kReading) {
+      // Cancelling the read makes OnRead answer 408 (slowloris).
+      timed_out_ = true;
+      beast::error_code ec;
+      stream_.socket().cancel(ec);
+    }
+  }
+
+  void WaitForRequest() {
+    if (table_->draining.load()) return Close();
+    phase_ = Phase::kIdle;
+    if (buffer_.size() > 0) return ReadRequest();  // a pipelined request
+    ArmTimer(ctx_.config->limits.idle_timeout);
+    // The read timeout starts with the first byte: an idle keep-alive
+    // connection waits idle_timeout, a started request gets read_timeout.
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->buffer_.commit(n);
+                              if (ec) return self->Close();
+                              self->ReadRequest();
+                            });
+  }
+
+  void ReadRequest() {
+    phase_ = Phase::kReading;
+    ArmTimer(ctx_.config->limits.read_timeout);
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(ctx_.config->limits.max_header_bytes));
+    parser_->body_limit(ctx_.config->limits.max_body_bytes);
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    DisarmTimer();
+    if (timed_out_) {
+      return WriteResponse(ErrorResponse(408, "REQUEST_TIMEOUT", "the request took too long"),
+                           false);
+    }
+    if (ec == http::error::end_of_stream || ec == asio::error::eof) return Close();
+    if (ec == http::error::header_limit) {
+      return WriteResponse(
+          ErrorResponse(431, "HEADERS_TOO_LARGE", "the request header section is too large"),
+          false);
+    }
+    if (ec == http::error::body_limit) {
+      return WriteResponse(ErrorResponse(413, "PAYLOAD_TOO_LARGE", "the request body is too large"),
+                           false);
+    }
+    if (ec && ec.category() == http::make_error_code(http::error::bad_target).category()) {
+      return WriteResponse(ErrorResponse(400, "BAD_REQUEST", "malformed HTTP request"), false);
+    }
+    if (ec) return Close();
+
+    http::request<http::string_body> req = parser_->release();
+    parser_.reset();
+    const bool keep_alive = req.keep_alive();
+    auto request = std::make_shared<HttpRequest>();
+    request->method = std::string(req.method_string());
+    request->target = std::string(req.target());
+    for (const auto& field : req) {
+      request->headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    }
+    request->body = std::move(req.body());
+    const std::string_view path =
+        std::string_view(request->target).substr(0, request->target.find('?'));
+
+    if (path == "/dashboard" && request->method == "GET") {
+      HttpResponse r;
+      r.content_type = "text/html; charset=utf-8";
+      r.body = std::string(DashboardHtml());
+      return WriteResponse(std::move(r), keep_alive);
+    }
+    if (path == "/dashboard/events" && request->method == "GET") return StartSse();
+    if (!ctx_.handler->NeedsWorker(*request)) {
+      return WriteResponse(ctx_.handler->Handle(*request), keep_alive);
+    }
+    phase_ = Phase::kBusy;
+    asio::post(*ctx_.workers, [self = shared_from_this(), request, keep_alive] {
+      HttpResponse response = self->ctx_.handler->Handle(*request);
+      asio::post(self->stream_.get_executor(),
+                 [self, response = std::move(response), keep_alive]() mutable {
+                   self->WriteResponse(std::move(response), keep_alive);
+                 });
+    });
+  }
+
+  void WriteResponse(HttpResponse r, bool keep_alive) {
+    if (phase_ == Phase::kClosed) return;
+    phase_ = Phase::kWriting;
+    keep_alive = keep_alive && !table_->draining.load();
+    auto res = std::make_shared<http::response<http::string_body>>();
+    res->result(static_cast<unsigned>(r.status));
+    res->version(11);
+    res->set(http::field::server, "fusebox-gateway");
+    res->set(http::field::content_type, r.content_type);
+    for (const auto& [k, v] : r.headers) res->insert(k, v);
+    res->body() = std::move(r.body);
+    res->keep_alive(keep_alive);
+    res->prepare_payload();
+    // A client that does not read its response is cut off like a slow one.
+    stream_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        ctx_.config->limits.read_timeout));
+    http::async_write(
+        stream_, *res,
+        [self = shared_from_this(), res, keep_alive](beast::error_code ec, std::size_t) {
+          self->stream_.expires_never();
+          if (ec || !keep_alive) return self->Close();
+          self->WaitForRequest();
+        });
+  }
+
+  void StartSse() {
+    phase_ = Phase::kSse;
+    sse_.store(true, std::memory_order_relaxed);
+    static const std::string kHead =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        "Connection: keep-alive\r\nServer: fusebox-gateway\r\n\r\n";
+    sse_queue_.push_back(std::make_shared<const std::string>(kHead));
+    sse_queue_.push_back(std::make_shared<const std::string>(SnapshotEvent(ctx_)));
+    WriteNextEvent();
+    // Reads (and drops) whatever the client sends, to notice it leaving.
+    ReadUntilClosed();
+  }
+
+  void ReadUntilClosed() {
+    stream_.async_read_some(buffer_.prepare(512),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              self->buffer_.clear();
+                              if (ec) return self->Close();
+                              self->ReadUntilClosed();
+                            });
+  }
+
+  void WriteNextEvent() {
+    if (sse_queue_.empty() || phase_ != Phase::kSse) return;
+    std::shared_ptr<const std::string> next = sse_queue_.front();
+    asio::async_write(stream_, asio::buffer(*next),
+                      [self = shared_from_this(), next](beast::error_code ec, std::size_t) {
+                        if (ec) return self->Close();
+                        if (!self->sse_queue_.empty()) self->sse_queue_.pop_front();
+                        self->WriteNextEvent();
+                      });
+  }
+
+  void Close() {
+    if (phase_ == Phase::kClosed) return;
+    phase_ = Phase::kClosed;
+    sse_.store(false, std::memory_order_relaxed);
+    DisarmTimer();
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+    sse_queue_.clear();
+  }
+
+  ServerContext& ctx_;
+  const std::shared_ptr<SessionTable> table_;
+  beast::tcp_stream stream_;
+  asio::steady_timer timer_;
+  std::uint64_t timer_gen_ = 0;
+  bool timed_out_ = false;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  Phase phase_ = Phase::kIdle;
+  std::atomic<bool> sse_{false};
+  std::deque<std::shared_ptr<const std::string>> sse_queue_;
+  std::uint64_t id_ = 0;
+};
+
+}  // namespace
+
+struct Gateway::Impl {
+  // Declared first, destroyed last: handlers still queued in it (holding
+  // sessions) are dropped after everything else is gone, and a session's
+  // destructor only touches the shared SessionTable.
+  asio::io_context ioc;
+  GatewayConfig config;
+  Clock* clock = nullptr;
+  std::ostream* log = nullptr;
+#ifdef FUSEBOX_GATEWAY_WITH_REDIS
+  std::shared_ptr<redis::RedisSharedState> redis_state;
+#endif
+  std::unique_ptr<SnapshotStore> store;
+  std::shared_ptr<MetricsCollector> metrics;
+  std::shared_ptr<AuditLog> audit;
+  std::shared_ptr<DashboardFeed> feed;
+  std::unique_ptr<Registry> registry;
+  std::unique_ptr<Handler> handler;
+  std::unique_ptr<asio::thread_pool> workers;
+  std::shared_ptr<SessionTable> table = std::make_shared<SessionTable>();
+  ServerContext ctx;
+  // The acceptor and the timers live on one strand, so that shutdown (which
+  // closes and cancels them) never races their handlers.
+  asio::strand<asio::io_context::executor_type> control = asio::make_strand(ioc);
+  tcp::acceptor acceptor{control};
+  asio::steady_timer ticker{control};
+  asio::steady_timer grace{control};
+  std::vector<std::thread> io_threads;
+  std::string address;
+  int port = 0;
+  internal::Mutex shutdown_mu;
+  bool shut_down FUSEBOX_GUARDED_BY(shutdown_mu) = false;
+
+  void Accept() {
+    acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+      if (!ec && !table->draining.load()) {
+        std::make_shared<Session>(std::move(s), ctx)->Start();
+      }
+      Accept();
+    });
+  }
+
+  void Broadcast(const std::string& event) {
+    auto shared = std::make_shared<const std::string>(event);
+    for (const std::shared_ptr<Session>& s : table->All()) {
+      if (s->is_sse()) s->SendEvent(shared);
+    }
+  }
+
+  void Tick() {
+    ticker.expires_after(std::chrono::seconds(1));
+    ticker.async_wait([this](beast::error_code ec) {
+      if (ec || table->draining.load()) return;
+      bool any = false;
+      for (const std::shared_ptr<Session>& s : table->All()) any = any || s->is_sse();
+      if (any) Broadcast(SnapshotEvent(ctx));
+      Tick();
+    });
+  }
+
+  void Shutdown();
+};
+
+void Gateway::Impl::Shutdown() {
+  {
+    internal::MutexLock lock(&shutdown_mu);
+    if (shut_down) return;
+    shut_down = true;
+  }
+  *log << "fusebox gateway: shutting down (in-flight requests get up to "
+       << FormatDuration(config.limits.shutdown_grace) << ")" << std::endl;
+  handler->SetDraining();
+  table->draining.store(true);
+  std::atomic<bool> forced{false};
+  asio::post(control, [this, &forced] {
+    beast::error_code ec;
+    acceptor.close(ec);
+    ticker.cancel();
+    for (const std::shared_ptr<Session>& s : table->All()) s->Drain();
+    if (table->empty()) return;
+    grace.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        config.limits.shutdown_grace));
+    grace.async_wait([this, &forced](beast::error_code ec2) {
+      if (ec2) return;  // cancelled: every connection ended in time
+      forced.store(true);
+      for (const std::shared_ptr<Session>& s : table->All()) s->ForceClose();
+      ioc.stop();
+    });
+    // The last connection may have ended before the timer was armed.
+    if (table->empty()) grace.cancel();
+  });
+  // The io threads return once nothing is left to do: acceptor closed, no
+  // connection, no timer.
+  for (std::thread& t : io_threads) t.join();
+  io_threads.clear();
+  table->closed.store(true);
+  if (forced.load()) {
+    *log << "fusebox gateway: shutdown grace exceeded; remaining connections closed" << std::endl;
+    workers->stop();
+  }
+  workers->join();
+  // Destroying the breakers releases any probe lease they hold; then the
+  // shared state's queue (trips, closes, releases) is sent.
+  handler.reset();
+  registry.reset();
+#ifdef FUSEBOX_GATEWAY_WITH_REDIS
+  if (redis_state) redis_state->Flush();
+#endif
+  *log << "fusebox gateway: stopped" << std::endl;
+}
+
+Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Gateway::~Gateway() { Shutdown(); }
+
+int Gateway::port() const { return impl_->port; }
+std::string Gateway::address() const { return impl_->address; }
+void Gateway::Shutdown() { impl_->Shutdown(); }
+Registry& Gateway::registry() { return *impl_->registry; }
+void Gateway::AwaitSingleFlightWaitersForTesting(std::string_view key, std::size_t n) {
+  impl_->handler->AwaitSingleFlightWaitersForTesting(key, n);
+}
+
+Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = std::move(options.config);
+  impl->clock = options.clock != nullptr ? options.clock : &SystemClock();
+  impl->log = options.log != nullptr ? options.log : &std::cerr;
+  const GatewayConfig& config = impl->config;
+
+  // Fleet state and snapshots: Redis when configured, else this process.
+  std::shared_ptr<SharedState> shared_state;
+  std::function<bool()> healthy;
+  if (!config.redis_url.empty()) {
+#ifdef FUSEBOX_GATEWAY_WITH_REDIS
+    Result<redis::ConnectionOptions> conn = redis::ParseRedisUrl(config.redis_url);
+    if (!conn) return Status::InvalidArgument("redis: " + std::string(conn.error().message()));
+    Result<std::shared_ptr<redis::RedisSharedState>> state =
+        redis::RedisSharedState::Create({.connection = *conn});
+    if (!state) return state.error();
+    impl->redis_state = *state;
+    shared_state = *state;
+    Duration max_stale = std::chrono::hours(24);
+    for (const RouteConfig& r : config.routes) {
+      if (r.cache) max_stale = std::max(max_stale, r.cache->max_stale);
+    }
+    Result<std::unique_ptr<redis::RedisSnapshotStore>> store = redis::RedisSnapshotStore::Create(
+        {.connection = *conn, .max_age = std::chrono::ceil<std::chrono::milliseconds>(max_stale)});
+    if (!store) return store.error();
+    impl->store = std::move(*store);
+    healthy = [state = impl->redis_state] { return state->healthy(); };
+    *impl->log << "fusebox gateway: sharing circuits and snapshots through " << conn->Describe()
+               << std::endl;
+#else
+    return Status::InvalidArgument(
+        "redis is configured but this build has no fusebox::redis (libhiredis-dev)");
+#endif
+  } else {
+    Result<std::unique_ptr<MemorySnapshotStore>> store = MemorySnapshotStore::Create(
+        {.clock = impl->clock, .max_entries = config.cache_max_entries});
+    if (!store) return store.error();
+    impl->store = std::move(*store);
+  }
+
+  // Observers: metrics, the audit log (admin), the dashboard's feed.
+  impl->metrics = std::make_shared<MetricsCollector>();
+  std::vector<std::shared_ptr<BreakerObserver>> observers = {impl->metrics};
+  if (config.admin) {
+    Result<std::unique_ptr<FileLineSink>> sink = FileLineSink::Create(config.admin->audit_log);
+    if (!sink) return sink.error();
+    Result<std::unique_ptr<AuditLog>> audit =
+        AuditLog::Create({.sink = std::shared_ptr<LineSink>(std::move(*sink)),
+                          .wall_clock = [] { return WallClockNow(); }});
+    if (!audit) return audit.error();
+    impl->audit = std::move(*audit);
+    observers.push_back(impl->audit);
+  }
+  Impl* raw = impl.get();
+  impl->feed = std::make_shared<DashboardFeed>(*impl->clock, [raw](const std::string& json) {
+    auto event = std::make_shared<std::string>("event: transition\ndata: " + json + "\n\n");
+    asio::post(raw->ioc, [raw, event] { raw->Broadcast(*event); });
+  });
+  observers.push_back(impl->feed);
+
+  RegistryOptions registry_options{.clock = impl->clock};
+  ObserveRegistry(registry_options, std::move(observers));
+  Result<std::unique_ptr<Registry>> registry = Registry::Create(std::move(registry_options));
+  if (!registry) return registry.error();
+  impl->registry = std::move(*registry);
+  CircuitBreakerConfig transient = TransientTemplate(config.breakers);
+  CircuitBreakerConfig quota = QuotaTemplate(config.breakers);
+  transient.shared_state = shared_state;
+  quota.shared_state = shared_state;
+  if (Status s = impl->registry->AddConfig(std::string(meta::kTransientConfigName), transient);
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = impl->registry->AddConfig(std::string(meta::kQuotaConfigName), quota); !s.ok()) {
+    return s;
+  }
+
+  // Listen.
+  beast::error_code ec;
+  asio::ip::address bind_address = asio::ip::make_address(config.listen_host, ec);
+  if (ec) {
+    tcp::resolver resolver(impl->ioc);
+    auto results = resolver.resolve(config.listen_host, std::to_string(config.listen_port), ec);
+    if (ec || results.empty()) {
+      return Status::InvalidArgument("listen: cannot resolve \"" + config.listen_host + "\"");
+    }
+    bind_address = results.begin()->endpoint().address();
+  }
+  const tcp::endpoint endpoint(bind_address, static_cast<unsigned short>(config.listen_port));
+  impl->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(endpoint, ec);
+  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::Unavailable("listen on " + config.listen_host + ":" +
+                               std::to_string(config.listen_port) + ": " + ec.message());
+  }
+  impl->port = impl->acceptor.local_endpoint().port();
+  const bool v6 = bind_address.is_v6();
+  impl->address = (v6 ? "[" : "") + bind_address.to_string() + (v6 ? "]" : "") + ":" +
+                  std::to_string(impl->port);
+  const std::string instance = config.instance.empty() ? impl->address : config.instance;
+
+  impl->handler = std::make_unique<Handler>(Handler::Deps{.config = &impl->config,
+                                                          .registry = impl->registry.get(),
+                                                          .store = impl->store.get(),
+                                                          .metrics = impl->metrics.get(),
+                                                          .shared_state_healthy = healthy,
+                                                          .instance = instance});
+  impl->workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(config.workers));
+  impl->ctx = ServerContext{.config = &impl->config,
+                            .handler = impl->handler.get(),
+                            .feed = impl->feed.get(),
+                            .workers = impl->workers.get(),
+                            .table = impl->table,
+                            .instance = instance};
+  impl->table->on_empty_while_draining = [raw] {
+    asio::post(raw->control, [raw] { raw->grace.cancel(); });
+  };
+  impl->Accept();
+  impl->Tick();
+  for (int i = 0; i < config.io_threads; ++i) {
+    impl->io_threads.emplace_back([raw] { raw->ioc.run(); });
+  }
+  return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
+}
+
+int RunGateway(const std::string& config_path, const std::string& redis_url,
+               const std::string& listen, std::ostream& out, std::ostream& err) {
+  Result<GatewayConfig> config = LoadGatewayConfig(config_path, ProcessEnv());
+  if (!config) {
+    err << config.error().message() << "\nfusebox gateway: " << config_path
+        << ": bad configuration, not started" << std::endl;
+    return 1;
+  }
+  if (!redis_url.empty()) config->redis_url = redis_url;
+  if (!listen.empty()) {
+    if (Status s = ParseListen(listen, config->listen_host, config->listen_port); !s.ok()) {
+      err << "fusebox gateway: --listen: " << s.message() << std::endl;
+      return 1;
+    }
+  }
+  // SIGTERM and SIGINT are blocked in every thread (the gateway's threads
+  // inherit this mask) and taken synchronously by sigwait below, so no
+  // signal handler runs concurrently with anything.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Result<std::unique_ptr<Gateway>> gateway =
+      Gateway::Create({.config = std::move(*config), .log = &err});
+  if (!gateway) {
+    err << "fusebox gateway: " << gateway.error().message() << std::endl;
+    return 1;
+  }
+  out << "fusebox gateway: listening on " << (*gateway)->address() << std::endl;
+  int sig = 0;
+  sigwait(&signals, &sig);
+  err << "fusebox gateway: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << " received" << std::endl;
+  (*gateway)->Shutdown();
+  return 0;
+}
+
+}  // namespace fusebox::gateway

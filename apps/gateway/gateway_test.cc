@@ -1,0 +1,591 @@
+// The gateway over real loopback HTTP: the gateway in-process (its breakers
+// and snapshots on a ManualClock), FakeUpstream as the upstream (its latency
+// on a second ManualClock, so a test can hold a response in flight), and a
+// real HTTP client. One test per row of the client contract
+// (docs/gateway.md), plus single-flight, metrics, readiness, the admin API
+// with its audit log, and SIGTERM draining of the real `fusebox` binary.
+#include "apps/gateway/gateway.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/write.hpp>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/gateway/config.h"
+#include "apps/gateway/fake_upstream.h"
+#include "apps/gateway/handler.h"
+#include "apps/gateway/http_client.h"
+#include "fusebox/stale_cache.h"
+#include "fusebox/testing/manual_clock.h"
+
+namespace fusebox::gateway {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Json = nlohmann::json;
+
+constexpr char kToken[] = "s3cret-admin-token";
+
+std::string ConfigYaml(const std::string& upstream_url, const std::string& audit_path) {
+  return R"(listen: 127.0.0.1:0
+instance: gw-test
+workers: 8
+admin:
+  token_env: GW_TEST_TOKEN
+  audit_log: )" +
+         audit_path + R"(
+upstreams:
+  - name: graph
+    base_url: )" +
+         upstream_url + R"(/v19.0
+    request_timeout: 10s
+routes:
+  - name: insights
+    method: GET
+    path: /v1/{provider}/accounts/{account}/insights
+    upstream: graph
+    upstream_path: /{account}/insights
+    workload: read
+    provider: "{provider}"
+    subject: "{account}"
+    classifier: meta
+    cache:
+      fresh_for: 60s
+      max_stale: 1h
+  - name: media
+    method: GET
+    path: /v1/{provider}/accounts/{account}/media
+    upstream: graph
+    upstream_path: /{account}/media
+    workload: read
+    provider: "{provider}"
+    subject: "{account}"
+    classifier: http
+  - name: publish
+    method: POST
+    path: /v1/{provider}/accounts/{account}/media_publish
+    upstream: graph
+    upstream_path: /{account}/media_publish
+    workload: publish
+    provider: "{provider}"
+    subject: "{account}"
+    classifier: meta
+)";
+}
+
+GetEnv TestEnv() {
+  return [](std::string_view name) -> std::optional<std::string> {
+    if (name == "GW_TEST_TOKEN") return std::string(kToken);
+    return std::nullopt;
+  };
+}
+
+FakeResponse Ok(std::string body) { return FakeResponse{.status = 200, .body = std::move(body)}; }
+
+class GatewayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto up = FakeUpstream::Start({.clock = &upstream_clock_});
+    ASSERT_TRUE(up.has_value()) << up.error();
+    upstream_ = std::move(*up);
+    audit_path_ = ::testing::TempDir() + "gw_audit_" +
+                  ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".jsonl";
+    std::remove(audit_path_.c_str());
+    Result<GatewayConfig> config =
+        ParseGatewayConfig(ConfigYaml(upstream_->url(), audit_path_), "test.yaml", TestEnv());
+    ASSERT_TRUE(config.has_value()) << config.error();
+    auto gw = Gateway::Create({.config = *config, .clock = &clock_, .log = &log_});
+    ASSERT_TRUE(gw.has_value()) << gw.error();
+    gateway_ = std::move(*gw);
+    address_ = gateway_->address();
+  }
+
+  void TearDown() override {
+    if (gateway_) gateway_->Shutdown();
+  }
+
+  HttpReply Get(const std::string& target,
+                std::vector<std::pair<std::string, std::string>> headers = {}) {
+    Result<HttpReply> r = HttpFetch(address_, "GET", target, {.headers = std::move(headers)});
+    EXPECT_TRUE(r.has_value()) << r.error();
+    return r.has_value() ? *r : HttpReply{};
+  }
+  HttpReply Post(const std::string& target, std::string body,
+                 std::vector<std::pair<std::string, std::string>> headers = {}) {
+    Result<HttpReply> r = HttpFetch(address_, "POST", target,
+                                    {.headers = std::move(headers), .body = std::move(body)});
+    EXPECT_TRUE(r.has_value()) << r.error();
+    return r.has_value() ? *r : HttpReply{};
+  }
+  static Json Body(const HttpReply& r) { return Json::parse(r.body, nullptr, false); }
+  std::int64_t InsightsCalls() { return upstream_->Calls("GET", "/v19.0/*/insights"); }
+
+  testing::ManualClock clock_;
+  testing::ManualClock upstream_clock_;
+  std::ostringstream log_;
+  std::unique_ptr<FakeUpstream> upstream_;
+  std::unique_ptr<Gateway> gateway_;
+  std::string address_;
+  std::string audit_path_;
+};
+
+constexpr char kInsights[] = "/v1/instagram/accounts/178/insights";
+
+TEST_F(GatewayTest, FreshSnapshotIsServedWithoutCallingTheUpstream) {
+  ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/insights", {Ok(R"({"reach":42})")}}).ok());
+  HttpReply first = Get(kInsights);
+  EXPECT_EQ(first.status, 200);
+  EXPECT_EQ(first.Header("Cache-Status"), "fusebox; fwd=miss; fwd-status=200; stored");
+  EXPECT_EQ(Body(first), Json::parse(R"({"data":{"reach":42},"stale":false,"age_seconds":0})"));
+  EXPECT_EQ(first.Header("X-Fusebox-Circuit"), "provider:instagram:read:178");
+  EXPECT_EQ(first.Header("X-Fusebox-Instance"), "gw-test");
+
+  clock_.Advance(std::chrono::seconds(60));  // exactly fresh_for: still fresh
+  HttpReply second = Get(kInsights);
+  EXPECT_EQ(second.status, 200);
+  EXPECT_EQ(second.Header("Cache-Status"), "fusebox; hit; ttl=0");
+  EXPECT_EQ(second.Header("Age"), "60");
+  EXPECT_EQ(Body(second)["stale"], false);
+  EXPECT_EQ(Body(second)["age_seconds"], 60);
+  EXPECT_EQ(InsightsCalls(), 1);
+}
+
+TEST_F(GatewayTest, RateLimitWithoutSnapshotIs429WithRetryAfterThenFailsFast) {
+  ASSERT_TRUE(
+      upstream_
+          ->SetRoute(
+              {"GET",
+               "/v19.0/*/insights",
+               {{.status = 400,
+                 .headers = {{"Retry-After", "30"}},
+                 .body = R"({"error":{"code":4,"message":"Application request limit reached"}})"}}})
+          .ok());
+  HttpReply r = Get(kInsights);
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.Header("Retry-After"), "30");
+  EXPECT_FALSE(r.HasHeader("Cache-Status"));
+  Json e = Body(r)["error"];
+  EXPECT_EQ(e["code"], "CONN_008");
+  EXPECT_EQ(e["circuit_open"], false);
+  EXPECT_EQ(e["upstream_status"], 400);
+
+  // Another route of the same account and workload: the quota circuit is
+  // open, the upstream is not called.
+  clock_.Advance(std::chrono::seconds(10));
+  HttpReply again = Get("/v1/instagram/accounts/178/media");
+  EXPECT_EQ(again.status, 429);
+  EXPECT_EQ(again.Header("Retry-After"), "20");
+  EXPECT_EQ(Body(again)["error"]["circuit_open"], true);
+  EXPECT_EQ(upstream_->TotalCalls(), 1);
+
+  // Another account is not affected.
+  ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/media", {Ok("{}")}}).ok());
+  EXPECT_EQ(Get("/v1/instagram/accounts/999/media").status, 200);
+}
+
+TEST_F(GatewayTest, RateLimitServesTheStaleSnapshotMarkedPerRfc9211) {
+  ASSERT_TRUE(upstream_
+                  ->SetRoute({"GET",
+                              "/v19.0/*/insights",
+                              {Ok(R"({"reach":42})"),
+                               {.status = 429, .headers = {{"Retry-After", "120"}}}}})
+                  .ok());
+  ASSERT_EQ(Get(kInsights).status, 200);
+  clock_.Advance(std::chrono::seconds(65));  // past fresh_for (60 s)
+
+  HttpReply stale = Get(kInsights);
+  EXPECT_EQ(stale.status, 200);
+  EXPECT_EQ(stale.Header("Cache-Status"),
+            "fusebox; fwd=stale; fwd-status=429; ttl=-5; detail=stale-if-error");
+  EXPECT_EQ(stale.Header("Age"), "65");
+  EXPECT_EQ(Body(stale), Json::parse(R"({"data":{"reach":42},"stale":true,"age_seconds":65,
+      "stale_reason":{"code":"CONN_008","retry_after_seconds":120}})"));
+  EXPECT_EQ(InsightsCalls(), 2);
+
+  // The quota circuit is now open: the snapshot is served without calling.
+  clock_.Advance(std::chrono::seconds(5));
+  HttpReply hit = Get(kInsights);
+  EXPECT_EQ(hit.status, 200);
+  EXPECT_EQ(hit.Header("Cache-Status"), "fusebox; hit; ttl=-10; detail=circuit-open");
+  EXPECT_EQ(hit.Header("Age"), "70");
+  EXPECT_EQ(Body(hit)["stale"], true);
+  EXPECT_EQ(Body(hit)["stale_reason"]["retry_after_seconds"], 115);
+  EXPECT_EQ(InsightsCalls(), 2);
+
+  // After the wait, exactly one probe; it succeeds and refreshes.
+  upstream_->Reset();
+  ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/insights", {Ok(R"({"reach":43})")}}).ok());
+  // (The breaker's OPEN includes its deadline; the first instant after it
+  // admits the probe.)
+  clock_.Advance(std::chrono::seconds(115) + std::chrono::nanoseconds(1));
+  HttpReply fresh = Get(kInsights);
+  EXPECT_EQ(fresh.status, 200) << fresh.body;
+  EXPECT_EQ(fresh.Header("Cache-Status"), "fusebox; fwd=miss; fwd-status=200; stored");
+  EXPECT_EQ(Body(fresh)["data"]["reach"], 43);
+  EXPECT_EQ(Body(fresh)["stale"], false);
+  EXPECT_EQ(InsightsCalls(), 1);
+}
+
+TEST_F(GatewayTest, TransientFailureIs502OrStale) {
+  ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/media", {{.status = 503}}}).ok());
+  HttpReply r = Get("/v1/instagram/accounts/178/media");
+  EXPECT_EQ(r.status, 502);
+  EXPECT_EQ(Body(r)["error"]["code"], "CONN_003");
+  EXPECT_EQ(Body(r)["error"]["upstream_status"], 503);
+
+  ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/insights", {Ok("[1]"), {.drop = true}}}).ok());
+  ASSERT_EQ(Get(kInsights).status, 200);
+  clock_.Advance(std::chrono::seconds(61));
+  HttpReply stale = Get(kInsights);
+  EXPECT_EQ(stale.status, 200);
+  // No answer from the upstream: no fwd-status.
+  EXPECT_EQ(stale.Header("Cache-Status"), "fusebox; fwd=stale; ttl=-1; detail=stale-if-error");
+  EXPECT_EQ(Body(stale)["stale_reason"]["code"], "CONN_003");
+}
+
+TEST_F(GatewayTest, AuthorizationAndInvalidAreNeverHiddenBehindAStaleSnapshot) {
+  ASSERT_TRUE(
+      upstream_
+          ->SetRoute(
+              {"GET",
+               "/v19.0/*/insights",
+               {Ok("{}"),
+                {.status = 400,
+                 .body = R"({"error":{"code":190,"error_subcode":463,"type":"OAuthException"}})"},
+                {.status = 400, .body = R"({"error":{"code":100}})"}}})
+          .ok());
+  ASSERT_EQ(Get(kInsights).status, 200);
+  clock_.Advance(std::chrono::seconds(61));
+  HttpReply auth = Get(kInsights);
+  EXPECT_EQ(auth.status, 401);
+  EXPECT_EQ(Body(auth)["error"]["code"], "CONN_009");
+  EXPECT_FALSE(auth.HasHeader("Cache-Status"));
+  HttpReply invalid = Get(kInsights);
+  EXPECT_EQ(invalid.status, 400);
+  EXPECT_EQ(Body(invalid)["error"]["code"], "CONN_010");
+}
+
+TEST_F(GatewayTest, WritesAreNeverCachedNorServedStale) {
+  ASSERT_TRUE(
+      upstream_
+          ->SetRoute({"POST", "/v19.0/*/media_publish", {Ok(R"({"id":"1"})"), {.status = 503}}})
+          .ok());
+  const std::string target = "/v1/threads/178/media_publish";
+  EXPECT_EQ(Post("/v1/threads/accounts/178/media_publish", "{}").status, 200);
+  HttpReply failed = Post("/v1/threads/accounts/178/media_publish", "{}");
+  EXPECT_EQ(failed.status, 502);
+  EXPECT_EQ(Body(failed)["error"]["code"], "CONN_003");
+  EXPECT_EQ(upstream_->Calls("POST", "/v19.0/*/media_publish"), 2);
+  (void)target;
+}
+
+TEST_F(GatewayTest, WriteSuccessIsMarkedAsForwardedForTheMethod) {
+  ASSERT_TRUE(
+      upstream_->SetRoute({"POST", "/v19.0/*/media_publish", {{.status = 201, .body = "{}"}}})
+          .ok());
+  HttpReply r = Post("/v1/threads/accounts/178/media_publish", R"({"caption":"x"})");
+  EXPECT_EQ(r.status, 201);
+  EXPECT_EQ(r.Header("Cache-Status"), "fusebox; fwd=method");
+  EXPECT_EQ(r.Header("X-Fusebox-Circuit"), "provider:threads:publish:178");
+}
+
+TEST_F(GatewayTest, IdenticalConcurrentMissesMakeOneUpstreamCall) {
+  ASSERT_TRUE(upstream_
+                  ->SetRoute({"GET",
+                              "/v19.0/*/insights",
+                              {{.status = 200, .body = "{}", .latency = std::chrono::seconds(1)}}})
+                  .ok());
+  constexpr int kClients = 5;
+  std::vector<std::future<HttpReply>> replies;
+  for (int i = 0; i < kClients; ++i) {
+    replies.push_back(std::async(std::launch::async, [this] { return Get(kInsights); }));
+  }
+  // The leader's call is held by the upstream's clock until every other
+  // request waits on it.
+  gateway_->AwaitSingleFlightWaitersForTesting(SnapshotKey("gw:insights:/178/insights", {}),
+                                               kClients - 1);
+  while (replies[0].wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    upstream_clock_.Advance(std::chrono::seconds(1));
+    std::this_thread::yield();
+  }
+  int collapsed = 0;
+  for (auto& f : replies) {
+    HttpReply r = f.get();
+    EXPECT_EQ(r.status, 200);
+    if (r.Header("Cache-Status").find("collapsed") != std::string::npos) ++collapsed;
+  }
+  EXPECT_EQ(collapsed, kClients - 1);
+  EXPECT_EQ(InsightsCalls(), 1);
+  EXPECT_THAT(Get("/metrics").body, HasSubstr("fusebox_gateway_single_flight_merged_total 4\n"));
+}
+
+TEST_F(GatewayTest, MetricsFoldAccountIdsOutOfLabels) {
+  ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/insights", {Ok("{}")}}).ok());
+  ASSERT_EQ(Get("/v1/instagram/accounts/17841400008460056/insights").status, 200);
+  HttpReply m = Get("/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_EQ(m.Header("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_THAT(m.body, HasSubstr("name=\"provider:instagram:read:*:quota\""));
+  EXPECT_THAT(m.body, HasSubstr("name=\"provider:instagram:read:*:transient\""));
+  EXPECT_THAT(m.body, Not(HasSubstr("17841400008460056")));
+  EXPECT_THAT(m.body,
+              HasSubstr("fusebox_gateway_requests_total{route=\"insights\",result=\"miss\"} 1\n"));
+  EXPECT_THAT(
+      m.body,
+      HasSubstr("fusebox_gateway_upstream_requests_total{upstream=\"graph\",status=\"2xx\"} 1\n"));
+}
+
+TEST_F(GatewayTest, HealthAndReadiness) {
+  HttpReply h = Get("/healthz");
+  EXPECT_EQ(h.status, 200);
+  HttpReply ready = Get("/readyz");
+  EXPECT_EQ(ready.status, 200);
+  EXPECT_EQ(Body(ready), Json::parse(R"({"ready":true,"redis":"none"})"));
+}
+
+TEST_F(GatewayTest, BadRequestsGetClearErrors) {
+  EXPECT_EQ(Get("/nowhere").status, 404);
+  EXPECT_EQ(Body(Get("/nowhere"))["error"]["code"], "NOT_FOUND");
+  HttpReply wrong_method = Post(kInsights, "");
+  EXPECT_EQ(wrong_method.status, 405);
+  HttpReply big = Get(kInsights, {{"X-Big", std::string(10000, 'x')}});
+  EXPECT_EQ(big.status, 431);
+  EXPECT_EQ(upstream_->TotalCalls(), 0);
+}
+
+TEST_F(GatewayTest, AdminApiNeedsTheBearerToken) {
+  HttpReply none = Get("/admin/circuits");
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(none.Header("WWW-Authenticate"), "Bearer");
+  EXPECT_EQ(Get("/admin/circuits", {{"Authorization", "Bearer wrong"}}).status, 401);
+  EXPECT_EQ(
+      Get("/admin/circuits", {{"Authorization", std::string("Bearer ") + kToken + "x"}}).status,
+      401);
+  HttpReply ok = Get("/admin/circuits", {{"Authorization", std::string("Bearer ") + kToken}});
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(Body(ok)["instance"], "gw-test");
+  EXPECT_THAT(log_.str(), Not(HasSubstr(kToken)));
+}
+
+TEST_F(GatewayTest, AdminForceOpenStopsCallsAndIsAudited) {
+  ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/media", {Ok("{}")}}).ok());
+  const std::vector<std::pair<std::string, std::string>> auth = {
+      {"Authorization", std::string("Bearer ") + kToken}};
+  HttpReply bad = Post("/admin/circuits/provider:instagram:read:178/force-open", "{}", auth);
+  EXPECT_EQ(bad.status, 400);
+
+  HttpReply forced = Post("/admin/circuits/provider:instagram:read:178/force-open",
+                          R"({"reason":"incident 42","actor":"alice","expires_in":"10m"})", auth);
+  ASSERT_EQ(forced.status, 200) << forced.body;
+  Json circuits = Body(forced)["circuits"];
+  ASSERT_EQ(circuits.size(), 2u);
+  for (const Json& c : circuits) {
+    EXPECT_EQ(c["state"], "forced_open");
+    EXPECT_EQ(c["override"]["actor"], "alice");
+    EXPECT_EQ(c["override"]["expires_in_ms"], 600000);
+  }
+  HttpReply refused = Get("/v1/instagram/accounts/178/media");
+  EXPECT_EQ(refused.status, 502);
+  EXPECT_EQ(Body(refused)["error"]["circuit_open"], true);
+  EXPECT_EQ(upstream_->TotalCalls(), 0);
+
+  HttpReply reset = Post("/admin/circuits/provider:instagram:read:178:transient/reset",
+                         R"({"reason":"fixed","actor":"bob"})", auth);
+  EXPECT_EQ(reset.status, 200);
+  EXPECT_EQ(Body(reset)["circuits"][0]["state"], "closed");
+
+  std::ifstream audit(audit_path_);
+  std::vector<Json> lines;
+  for (std::string line; std::getline(audit, line);) lines.push_back(Json::parse(line));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["action"], "force_open");
+  EXPECT_EQ(lines[0]["actor"], "alice");
+  EXPECT_EQ(lines[0]["reason"], "incident 42");
+  EXPECT_EQ(lines[0]["expires_in_ms"], 600000);
+  EXPECT_EQ(lines[2]["action"], "reset");
+  EXPECT_EQ(lines[2]["breaker"], "provider:instagram:read:178:transient");
+  EXPECT_EQ(Post("/admin/circuits/nope/force-open", R"({"reason":"r","actor":"a"})", auth).status,
+            404);
+}
+
+TEST_F(GatewayTest, DashboardIsSelfContained) {
+  HttpReply page = Get("/dashboard");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_THAT(page.Header("Content-Type"), HasSubstr("text/html"));
+  EXPECT_THAT(page.body, HasSubstr("id=\"circuits\""));
+  EXPECT_THAT(page.body, HasSubstr("EventSource(\"/dashboard/events\")"));
+  EXPECT_THAT(page.body, Not(HasSubstr("http://")));
+  EXPECT_THAT(page.body, Not(HasSubstr("https://")));
+}
+
+// A raw client connection, for what HttpFetch cannot do: a request that
+// never ends, a stream that stays open.
+class RawConnection {
+ public:
+  explicit RawConnection(const std::string& address) : socket_(ioc_) {
+    const std::size_t colon = address.rfind(':');
+    boost::asio::ip::tcp::resolver resolver(ioc_);
+    boost::asio::connect(socket_,
+                         resolver.resolve(address.substr(0, colon), address.substr(colon + 1)));
+  }
+  void Send(std::string_view text) { boost::asio::write(socket_, boost::asio::buffer(text)); }
+  // Reads up to and including `delimiter`.
+  std::string ReadUntil(std::string_view delimiter) {
+    boost::system::error_code ec;
+    const std::size_t n = boost::asio::read_until(socket_, buffer_, std::string(delimiter), ec);
+    if (ec) return "<" + ec.message() + ">";
+    std::string out(boost::asio::buffers_begin(buffer_.data()),
+                    boost::asio::buffers_begin(buffer_.data()) + static_cast<std::ptrdiff_t>(n));
+    buffer_.consume(n);
+    return out;
+  }
+
+ private:
+  boost::asio::io_context ioc_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::streambuf buffer_;
+};
+
+TEST_F(GatewayTest, DashboardEventsStreamASnapshotThenTransitions) {
+  RawConnection sse(address_);
+  sse.Send("GET /dashboard/events HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(sse.ReadUntil("\r\n\r\n"), HasSubstr("Content-Type: text/event-stream"));
+  const std::string first = sse.ReadUntil("\n\n");
+  EXPECT_THAT(first, ::testing::StartsWith("event: snapshot\ndata: {\"instance\":\"gw-test\""));
+
+  const std::vector<std::pair<std::string, std::string>> auth = {
+      {"Authorization", std::string("Bearer ") + kToken}};
+  ASSERT_EQ(Post("/admin/circuits/provider:threads:read:9/force-open",
+                 R"({"reason":"drill","actor":"carol"})", auth)
+                .status,
+            200);
+  // The transitions are pushed at once (snapshots every second may come in
+  // between; skip them).
+  int transitions = 0;
+  for (int i = 0; i < 10 && transitions < 2; ++i) {
+    const std::string event = sse.ReadUntil("\n\n");
+    if (event.rfind("event: transition\n", 0) != 0) continue;
+    EXPECT_THAT(event, HasSubstr("\"to\":\"forced_open\""));
+    EXPECT_THAT(event, HasSubstr("provider:threads:read:9:"));
+    ++transitions;
+  }
+  EXPECT_EQ(transitions, 2);
+}
+
+TEST(GatewaySlowClient, AnIncompleteRequestGets408AfterTheReadTimeout) {
+  testing::ManualClock clock;
+  Result<GatewayConfig> config = ParseGatewayConfig(R"(listen: 127.0.0.1:0
+limits:
+  read_timeout: 200ms
+upstreams: []
+routes: []
+)",
+                                                    "slow.yaml", TestEnv());
+  ASSERT_TRUE(config.has_value()) << config.error();
+  std::ostringstream log;
+  auto gw = Gateway::Create({.config = *config, .clock = &clock, .log = &log});
+  ASSERT_TRUE(gw.has_value()) << gw.error();
+  RawConnection slow((*gw)->address());
+  slow.Send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ");  // never finished
+  // Meanwhile the server serves others.
+  Result<HttpReply> ok = HttpFetch((*gw)->address(), "GET", "/healthz");
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->status, 200);
+  const std::string response = slow.ReadUntil("\r\n\r\n");
+  EXPECT_THAT(response, ::testing::StartsWith("HTTP/1.1 408"));
+  EXPECT_THAT(response, HasSubstr("Connection: close"));
+}
+
+// --- The real binary: SIGTERM drains in-flight requests, exit 0 -------------
+
+TEST(GatewayProcess, SigtermFinishesInFlightRequestsAndExitsZero) {
+  testing::ManualClock upstream_clock;
+  auto up = FakeUpstream::Start({.clock = &upstream_clock});
+  ASSERT_TRUE(up.has_value());
+  ASSERT_TRUE((*up)
+                  ->SetRoute({"GET",
+                              "/v19.0/*/media",
+                              {{.status = 200, .body = "{}", .latency = std::chrono::seconds(1)}}})
+                  .ok());
+  const std::string dir = ::testing::TempDir();
+  const std::string config_path = dir + "gw_sigterm.yaml";
+  {
+    std::ofstream f(config_path);
+    f << R"(listen: 127.0.0.1:0
+upstreams:
+  - name: graph
+    base_url: )"
+      << (*up)->url() << R"(/v19.0
+routes:
+  - name: media
+    method: GET
+    path: /v1/{provider}/accounts/{account}/media
+    upstream: graph
+    upstream_path: /{account}/media
+    workload: read
+    provider: "{provider}"
+    subject: "{account}"
+)";
+  }
+  int out_pipe[2];
+  ASSERT_EQ(pipe(out_pipe), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out_pipe[1], 1);
+    close(out_pipe[0]);
+    execl(FUSEBOX_CLI, FUSEBOX_CLI, "gateway", "--config", config_path.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  FILE* out = fdopen(out_pipe[0], "r");
+  char line[256] = {};
+  ASSERT_NE(fgets(line, sizeof(line), out), nullptr);
+  const std::string listening = line;
+  const std::string prefix = "fusebox gateway: listening on ";
+  ASSERT_EQ(listening.substr(0, prefix.size()), prefix);
+  const std::string address = listening.substr(prefix.size(), listening.size() - prefix.size() - 1);
+
+  auto reply = std::async(std::launch::async, [&] {
+    return HttpFetch(address, "GET", "/v1/instagram/accounts/178/media");
+  });
+  while ((*up)->TotalCalls() < 1) std::this_thread::yield();
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  // The in-flight request is still answered once the upstream replies. The
+  // fake may take its clock's time just after counting the call, so the
+  // clock moves until the reply comes.
+  while (reply.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    upstream_clock.Advance(std::chrono::seconds(1));
+    std::this_thread::yield();
+  }
+  Result<HttpReply> r = reply.get();
+  ASSERT_TRUE(r.has_value()) << r.error();
+  EXPECT_EQ(r->status, 200);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // And it no longer listens.
+  EXPECT_FALSE(HttpFetch(address, "GET", "/healthz").has_value());
+  fclose(out);
+}
+
+}  // namespace
+}  // namespace fusebox::gateway

@@ -1,0 +1,635 @@
+#include "apps/gateway/handler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "fusebox/config_names.h"
+#include "fusebox/meta/classify.h"
+#include "fusebox/meta/provider_call.h"
+#include "fusebox/meta/response.h"
+#include "fusebox/prometheus.h"
+
+namespace fusebox::gateway {
+namespace {
+
+using Json = nlohmann::json;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr std::string_view kResultNames[] = {"fresh", "miss", "stale", "error", "rejected"};
+constexpr std::string_view kStatusClasses[] = {"2xx", "3xx", "4xx", "5xx", "error"};
+
+// Hop-by-hop headers (RFC 9110 section 7.6.1) and the ones the upstream
+// request sets itself.
+bool Forwardable(std::string_view name) {
+  static constexpr std::string_view kDropped[] = {"connection",
+                                                  "keep-alive",
+                                                  "proxy-authenticate",
+                                                  "proxy-authorization",
+                                                  "proxy-connection",
+                                                  "te",
+                                                  "trailer",
+                                                  "transfer-encoding",
+                                                  "upgrade",
+                                                  "host",
+                                                  "content-length",
+                                                  "expect"};
+  for (std::string_view d : kDropped) {
+    if (meta::EqualsIgnoreCase(name, d)) return false;
+  }
+  return true;
+}
+
+bool IsJsonContentType(std::string_view ct) {
+  const std::size_t semi = ct.find(';');
+  std::string_view type = ct.substr(0, semi);
+  while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
+  if (meta::EqualsIgnoreCase(type, "application/json")) return true;
+  return type.size() > 5 && meta::EqualsIgnoreCase(type.substr(type.size() - 5), "+json");
+}
+
+// A snapshot's stored form: "j\n<json>" or "t\n<text>", so that a fresh hit
+// knows how to embed it without parsing it again.
+std::string EncodeSnapshot(const UpstreamReply& reply) {
+  const bool json = IsJsonContentType(reply.Header("Content-Type")) && Json::accept(reply.body);
+  return std::string(json ? "j\n" : "t\n") + reply.body;
+}
+
+// The JSON text for "data": the body itself when it is JSON, else a string.
+std::string DataJson(std::string_view encoded) {
+  if (encoded.size() >= 2 && encoded[0] == 'j' && encoded[1] == '\n') {
+    return std::string(encoded.substr(2));
+  }
+  if (encoded.size() >= 2 && encoded[0] == 't' && encoded[1] == '\n') encoded.remove_prefix(2);
+  return Json(std::string(encoded)).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string Envelope(std::string_view data_json, bool stale, seconds age,
+                     const meta::ProviderError* hidden) {
+  std::string out = "{\"data\":";
+  out += data_json;
+  out += stale ? ",\"stale\":true" : ",\"stale\":false";
+  out += ",\"age_seconds\":" + std::to_string(age.count());
+  if (hidden != nullptr) {
+    Json reason = {{"code", std::string(meta::ConnCodeName(hidden->code))}};
+    if (hidden->retry_after) reason["retry_after_seconds"] = hidden->retry_after->count();
+    out += ",\"stale_reason\":" + reason.dump();
+  }
+  out += '}';
+  return out;
+}
+
+std::string EscapeLabel(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+int StatusClass(int status) {
+  if (status >= 200 && status < 300) return 0;
+  if (status >= 300 && status < 400) return 1;
+  if (status >= 400 && status < 500) return 2;
+  return 3;
+}
+
+// What the client gets for a failed call (docs/gateway.md, client contract).
+HttpResponse ErrorFor(const meta::ProviderError& e, std::string_view key,
+                      const std::optional<UpstreamReply>& reply) {
+  int status = 400;
+  std::string message;
+  switch (e.code) {
+    case meta::ConnCode::kConn008RateLimit:
+      status = 429;
+      message = e.circuit_open ? "the quota circuit is open: the upstream is not called"
+                               : "rate limited by the upstream";
+      break;
+    case meta::ConnCode::kConn003Transient:
+      status = 502;
+      message = e.circuit_open ? "the transient circuit is open: the upstream is not called"
+                               : (reply ? "the upstream failed" : "the upstream did not answer");
+      break;
+    case meta::ConnCode::kConn009Authorization:
+      status = 401;
+      message = "the upstream refused the credentials";
+      break;
+    case meta::ConnCode::kConn010Invalid:
+      status = 400;
+      message = "the upstream rejected the request as invalid";
+      break;
+  }
+  Json err = {{"code", std::string(meta::ConnCodeName(e.code))},
+              {"message", message},
+              {"circuit", std::string(key)},
+              {"circuit_open", e.circuit_open}};
+  if (reply) err["upstream_status"] = reply->status;
+  HttpResponse r;
+  r.status = status;
+  const bool with_retry = status == 429 || (status == 502 && e.circuit_open);
+  if (with_retry && e.retry_after) {
+    const long long s = std::max<long long>(1, e.retry_after->count());
+    err["retry_after_seconds"] = s;
+    r.headers.emplace_back("Retry-After", std::to_string(s));
+  }
+  r.body = Json{{"error", err}}.dump();
+  return r;
+}
+
+long long MillisUntil(std::optional<TimePoint> at, TimePoint now) {
+  if (!at) return -1;
+  return std::max<long long>(0, duration_cast<milliseconds>(*at - now).count());
+}
+
+HttpResponse JsonResponse(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+}  // namespace
+
+std::optional<std::string_view> HttpRequest::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (meta::EqualsIgnoreCase(k, name)) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+HttpResponse ErrorResponse(int status, std::string_view code, std::string_view message) {
+  HttpResponse r;
+  r.status = status;
+  r.body = Json{{"error", {{"code", std::string(code)}, {"message", std::string(message)}}}}.dump(
+      -1, ' ', false, Json::error_handler_t::replace);
+  return r;
+}
+
+bool TokenEquals(std::string_view presented, std::string_view expected) noexcept {
+  // Every byte of the longer string is visited whatever matches, so the time
+  // says nothing about where the first difference is.
+  const std::size_t n = std::max(presented.size(), expected.size());
+  unsigned diff = presented.size() == expected.size() ? 0u : 1u;
+  for (std::size_t i = 0; i < n; ++i) {
+    const unsigned char a = i < presented.size() ? static_cast<unsigned char>(presented[i]) : 0;
+    const unsigned char b = i < expected.size() ? static_cast<unsigned char>(expected[i]) : 0;
+    diff |= static_cast<unsigned>(a ^ b);
+  }
+  return diff == 0;
+}
+
+std::string FoldSubject(std::string_view name) {
+  // provider:<p>:<w>:<subject...>:<circuit>; the subject may itself hold ':'.
+  constexpr std::string_view kPrefix = "provider:";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return std::string(name);
+  std::size_t pos = kPrefix.size();
+  for (int i = 0; i < 2; ++i) {
+    pos = name.find(':', pos);
+    if (pos == std::string_view::npos) return std::string(name);
+    ++pos;
+  }
+  const std::size_t last = name.rfind(':');
+  if (last < pos) return std::string(name);
+  return std::string(name.substr(0, pos)) + "*" + std::string(name.substr(last));
+}
+
+Handler::Handler(Deps deps) : deps_(std::move(deps)) {
+  const GatewayConfig& config = *deps_.config;
+  for (const UpstreamConfig& up : config.upstreams) {
+    pools_.push_back(std::make_unique<UpstreamPool>(up));
+    upstream_counts_.push_back(std::make_unique<std::array<std::atomic<std::uint64_t>, 5>>());
+  }
+  for (const RouteConfig& rc : config.routes) {
+    Result<PathPattern> pattern = PathPattern::Create(rc.path);
+    if (!pattern) continue;  // validated by the config loader
+    auto route = std::make_unique<CompiledRoute>();
+    route->config = &rc;
+    route->pattern = std::move(*pattern);
+    if (rc.classifier == Classifier::kHttp) {
+      // The generic classifier is Meta's rule order with no Meta codes:
+      // 429 rate limit, 408/5xx transient, 401/403 authorization, else invalid.
+      meta::Rules& r = route->rules;
+      r.rate_limit_codes.clear();
+      r.rate_limit_phrases.clear();
+      r.authorization_codes.clear();
+      r.authorization_code_ranges.clear();
+      r.authorization_subcodes.clear();
+    }
+    route->rules.recovery.default_wait = config.breakers.quota_default_wait;
+    route->rules.recovery.max_wait = config.breakers.quota_max_wait;
+    routes_.push_back(std::move(route));
+  }
+}
+
+bool Handler::NeedsWorker(const HttpRequest& request) const {
+  std::string_view path = std::string_view(request.target).substr(0, request.target.find('?'));
+  return !(path == "/healthz" || path == "/readyz" || path == "/metrics");
+}
+
+HttpResponse Handler::Handle(const HttpRequest& request) {
+  const std::string_view target = request.target;
+  const std::size_t q = target.find('?');
+  const std::string_view path = target.substr(0, q);
+  const std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
+  if (path == "/healthz") return JsonResponse(200, R"({"status":"ok"})");
+  if (path == "/readyz") return Ready();
+  if (path == "/metrics") return Metrics();
+  if (path == "/admin" || path.substr(0, 7) == "/admin/") return HandleAdmin(request, path);
+  bool path_matched = false;
+  for (auto& route : routes_) {
+    std::optional<Params> params = route->pattern.Match(path);
+    if (!params) continue;
+    if (route->config->method != request.method) {
+      path_matched = true;
+      continue;
+    }
+    return HandleRoute(*route, *params, request, path, query);
+  }
+  if (path_matched) {
+    return ErrorResponse(405, "METHOD_NOT_ALLOWED", "no route for this method on this path");
+  }
+  return ErrorResponse(404, "NOT_FOUND", "no route matches this path");
+}
+
+Fetched Handler::CallUpstream(const CompiledRoute& route, std::string_view key,
+                              const UpstreamRequest& upstream_request) {
+  const std::size_t up = route.config->upstream;
+  std::optional<UpstreamReply> error_reply;
+  meta::ProviderResult<UpstreamReply> r =
+      meta::RunProviderCall(*deps_.registry, key, [&]() -> meta::ProviderResult<UpstreamReply> {
+        upstream_calls_.fetch_add(1, std::memory_order_relaxed);
+        Result<UpstreamReply> reply = pools_[up]->Send(upstream_request);
+        if (!reply) {
+          (*upstream_counts_[up])[4].fetch_add(1, std::memory_order_relaxed);
+          return meta::ProviderError{.code = meta::ConnCode::kConn003Transient};
+        }
+        (*upstream_counts_[up])[StatusClass(reply->status)].fetch_add(1, std::memory_order_relaxed);
+        meta::Response response{
+            .status = reply->status, .headers = reply->headers, .body = reply->body};
+        bool failed = reply->status >= 400;
+        // Meta may answer an error object with a 200 (rare); its classifier
+        // looks at the body then too.
+        if (!failed && route.config->classifier == Classifier::kMeta &&
+            reply->body.find("\"error\"") != std::string::npos &&
+            meta::ParseErrorBody(reply->body).code.has_value()) {
+          failed = true;
+        }
+        if (!failed) return std::move(*reply);
+        meta::ProviderError e = meta::ProviderError::FromResponse(response, route.rules);
+        error_reply = std::move(*reply);
+        return e;
+      });
+  Fetched f;
+  if (r.has_value()) {
+    f.ok = true;
+    f.reply = std::move(r.value());
+  } else {
+    f.error = r.error();
+    f.reply = std::move(error_reply);
+  }
+  return f;
+}
+
+HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
+                                  const HttpRequest& request, std::string_view /*path*/,
+                                  std::string_view query) {
+  in_flight_.fetch_add(1, std::memory_order_relaxed);
+  struct Done {
+    std::atomic<std::int64_t>& n;
+    ~Done() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } done{in_flight_};
+  const RouteConfig& rc = *route.config;
+  auto count = [&](Answer result) { route.counts[result].fetch_add(1, std::memory_order_relaxed); };
+
+  Result<std::string> key = meta::ProviderCircuitKey(
+      Expand(rc.provider, params, false), rc.workload, Expand(rc.subject, params, false));
+  if (!key) {
+    count(kError);
+    return ErrorResponse(400, "BAD_REQUEST", key.error().message());
+  }
+  const UpstreamConfig& up = deps_.config->upstreams[rc.upstream];
+  const std::string upstream_path = Expand(rc.upstream_path, params, true);
+  UpstreamRequest ur;
+  ur.method = request.method;
+  ur.target = up.path_prefix + upstream_path;
+  if (!query.empty()) ur.target += "?" + std::string(query);
+  for (const auto& [k, v] : request.headers) {
+    if (Forwardable(k)) ur.headers.emplace_back(k, v);
+  }
+  ur.body = request.body;
+  ur.timeout = rc.timeout > Duration::zero() ? rc.timeout : up.request_timeout;
+
+  auto finish = [&](HttpResponse r) {
+    r.headers.emplace_back("X-Fusebox-Instance", deps_.instance);
+    r.headers.emplace_back("X-Fusebox-Circuit", *key);
+    return r;
+  };
+  auto error = [&](const Fetched& f) {
+    count(f.error.circuit_open ? kRejected : kError);
+    return finish(ErrorFor(f.error, *key, f.reply));
+  };
+
+  if (request.method != "GET" || !rc.cache) {
+    // Writes and uncached reads: straight through the circuits, never stale.
+    Fetched f = CallUpstream(route, *key, ur);
+    if (!f.ok) return error(f);
+    count(kMiss);
+    HttpResponse r;
+    r.status = f.reply->status;
+    r.body = Envelope(DataJson(EncodeSnapshot(*f.reply)), false, seconds(0), nullptr);
+    r.headers.emplace_back("Cache-Status",
+                           request.method == "GET" ? "fusebox; fwd=bypass" : "fusebox; fwd=method");
+    return finish(std::move(r));
+  }
+
+  const CacheConfig& cache = *rc.cache;
+  Clock& clock = deps_.registry->clock();
+  const TimePoint t0 = clock.Now();
+  const std::string snap_key =
+      SnapshotKey("gw:" + rc.name + ":" + upstream_path, ParseQuery(query));
+  std::optional<Snapshot> snap;
+  if (Result<std::optional<Snapshot>> got = deps_.store->Get(snap_key); got && *got) {
+    snap = std::move(**got);
+  }
+  auto ttl = [&](Duration age) { return duration_cast<seconds>(cache.fresh_for - age).count(); };
+  if (snap && snap->age <= cache.fresh_for) {
+    count(kFresh);
+    const seconds age = duration_cast<seconds>(snap->age);
+    HttpResponse r;
+    r.body = Envelope(DataJson(snap->value), false, age, nullptr);
+    r.headers.emplace_back("Cache-Status", "fusebox; hit; ttl=" + std::to_string(ttl(snap->age)));
+    r.headers.emplace_back("Age", std::to_string(age.count()));
+    return finish(std::move(r));
+  }
+
+  bool leader = false;
+  fusebox::Result<Fetched> flown = flight_.Do(snap_key, [&]() -> fusebox::Result<Fetched> {
+    leader = true;
+    Fetched f = CallUpstream(route, *key, ur);
+    // A store error loses a snapshot, never the answer.
+    if (f.ok) (void)deps_.store->Put(snap_key, EncodeSnapshot(*f.reply));
+    return f;
+  });
+  if (!leader) merged_.fetch_add(1, std::memory_order_relaxed);
+  const Fetched& f = *flown;
+  if (f.ok) {
+    count(kMiss);
+    HttpResponse r;
+    r.status = f.reply->status;
+    r.body = Envelope(DataJson(EncodeSnapshot(*f.reply)), false, seconds(0), nullptr);
+    std::string cs =
+        "fusebox; fwd=miss; fwd-status=" + std::to_string(f.reply->status) + "; stored";
+    if (!leader) cs += "; collapsed";
+    r.headers.emplace_back("Cache-Status", cs);
+    return finish(std::move(r));
+  }
+  // Rate limits and transient failures (a refusal by either circuit
+  // included) may hide behind a snapshot; authorization and invalid never.
+  const bool may_hide = f.error.code == meta::ConnCode::kConn008RateLimit ||
+                        f.error.code == meta::ConnCode::kConn003Transient;
+  if (may_hide && snap) {
+    const Duration age = snap->age + (clock.Now() - t0);
+    if (age <= cache.max_stale) {
+      count(kStale);
+      const seconds age_s = duration_cast<seconds>(age);
+      HttpResponse r;
+      r.body = Envelope(DataJson(snap->value), true, age_s, &f.error);
+      std::string cs;
+      if (f.error.circuit_open) {
+        // Not forwarded: a stale hit (RFC 9211 section 2.1, negative ttl).
+        cs = "fusebox; hit; ttl=" + std::to_string(ttl(age)) + "; detail=circuit-open";
+      } else {
+        cs = "fusebox; fwd=stale";
+        if (f.reply) cs += "; fwd-status=" + std::to_string(f.reply->status);
+        cs += "; ttl=" + std::to_string(ttl(age)) + "; detail=stale-if-error";
+      }
+      r.headers.emplace_back("Cache-Status", cs);
+      r.headers.emplace_back("Age", std::to_string(age_s.count()));
+      return finish(std::move(r));
+    }
+  }
+  return error(f);
+}
+
+std::string Handler::CircuitsJson() const {
+  struct Row {
+    std::string name;
+    Json json;
+  };
+  std::vector<Row> rows;
+  const TimePoint now = deps_.registry->clock().Now();
+  deps_.registry->ForEach([&](const std::string& name, CircuitBreaker& b) {
+    const CircuitBreakerMetrics m = b.metrics();
+    std::string key = name;
+    std::string circuit;
+    const std::size_t colon = name.rfind(':');
+    if (colon != std::string::npos) {
+      std::string_view last = std::string_view(name).substr(colon + 1);
+      if (last == "quota" || last == "transient") {
+        key = name.substr(0, colon);
+        circuit = std::string(last);
+      }
+    }
+    Json j = {{"name", name},
+              {"key", key},
+              {"circuit", circuit},
+              {"state", std::string(StateLabel(m.state))},
+              {"failure_rate", m.failure_rate},
+              {"buffered_calls", m.buffered_calls},
+              {"failed_calls", m.failed_calls},
+              {"not_permitted_calls", m.not_permitted_calls}};
+    const long long retry = MillisUntil(m.retry_at, now);
+    j["retry_in_ms"] = retry < 0 ? Json(nullptr) : Json(retry);
+    if (std::optional<OverrideInfo> o = b.active_override()) {
+      const long long exp = MillisUntil(o->expires_at, now);
+      j["override"] = {{"state", std::string(StateLabel(o->state))},
+                       {"reason", o->reason},
+                       {"actor", o->actor},
+                       {"expires_in_ms", exp < 0 ? Json(nullptr) : Json(exp)}};
+    } else {
+      j["override"] = nullptr;
+    }
+    rows.push_back({name, std::move(j)});
+  });
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.name < b.name; });
+  Json out = Json::array();
+  for (Row& r : rows) out.push_back(std::move(r.json));
+  return out.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+HttpResponse Handler::HandleAdmin(const HttpRequest& request, std::string_view path) {
+  if (!deps_.config->admin) return ErrorResponse(404, "NOT_FOUND", "the admin API is not enabled");
+  const std::optional<std::string_view> auth = request.Header("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (!auth || auth->substr(0, kBearer.size()) != kBearer ||
+      !TokenEquals(auth->substr(kBearer.size()), deps_.config->admin->token)) {
+    HttpResponse r = ErrorResponse(401, "UNAUTHORIZED", "a valid bearer token is required");
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return r;
+  }
+  if (path == "/admin/circuits") {
+    if (request.method != "GET") {
+      return ErrorResponse(405, "METHOD_NOT_ALLOWED", "GET /admin/circuits");
+    }
+    return JsonResponse(200, "{\"instance\":" + Json(deps_.instance).dump() +
+                                 ",\"circuits\":" + CircuitsJson() + "}");
+  }
+  constexpr std::string_view kPrefix = "/admin/circuits/";
+  const std::size_t slash = path.rfind('/');
+  if (path.substr(0, kPrefix.size()) != kPrefix || slash < kPrefix.size()) {
+    return ErrorResponse(404, "NOT_FOUND", "unknown admin path");
+  }
+  if (request.method != "POST") {
+    return ErrorResponse(405, "METHOD_NOT_ALLOWED", "admin actions are POST");
+  }
+  std::optional<std::string> name =
+      PercentDecode(path.substr(kPrefix.size(), slash - kPrefix.size()));
+  const std::string_view action = path.substr(slash + 1);
+  if (action != "force-open" && action != "force-closed" && action != "disable" &&
+      action != "reset") {
+    return ErrorResponse(404, "NOT_FOUND",
+                         "unknown action; expected force-open, force-closed, disable or reset");
+  }
+  if (!name || name->empty()) return ErrorResponse(400, "BAD_REQUEST", "bad circuit name");
+
+  Json body = request.body.empty() ? Json::object() : Json::parse(request.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) {
+    return ErrorResponse(400, "BAD_REQUEST", "the body must be a JSON object");
+  }
+  auto text = [&](const char* field) -> std::optional<std::string> {
+    auto it = body.find(field);
+    if (it == body.end() || !it->is_string()) return std::nullopt;
+    return it->get<std::string>();
+  };
+  OverrideOptions options;
+  options.reason = text("reason").value_or("");
+  options.actor = text("actor").value_or("");
+  if (action != "reset" && (options.reason.empty() || options.actor.empty())) {
+    return ErrorResponse(400, "BAD_REQUEST", "\"reason\" and \"actor\" are required strings");
+  }
+  if (auto it = body.find("expires_in"); it != body.end()) {
+    if (it->is_number_unsigned()) {
+      options.expires_after = milliseconds(it->get<std::uint64_t>());
+    } else if (it->is_string()) {
+      Result<Duration> d = ParseDuration(it->get<std::string>());
+      if (!d)
+        return ErrorResponse(400, "BAD_REQUEST", "expires_in: " + std::string(d.error().message()));
+      options.expires_after = *d;
+    } else {
+      return ErrorResponse(400, "BAD_REQUEST", "expires_in: expected a duration such as \"10m\"");
+    }
+  }
+
+  std::vector<std::shared_ptr<CircuitBreaker>> targets;
+  if (std::shared_ptr<CircuitBreaker> b = deps_.registry->Find(*name)) {
+    targets.push_back(std::move(b));
+  } else if (name->substr(0, 9) == "provider:" &&
+             std::count(name->begin(), name->end(), ':') >= 3) {
+    // A circuit key, or one breaker of a key that has not been used yet:
+    // create the pair so that an account can be forced before its first call.
+    std::string_view key = *name;
+    std::string_view only;
+    for (std::string_view suffix : {":transient", ":quota"}) {
+      if (key.size() > suffix.size() && key.substr(key.size() - suffix.size()) == suffix) {
+        only = suffix.substr(1);
+        key.remove_suffix(suffix.size());
+      }
+    }
+    if (std::count(key.begin(), key.end(), ':') < 3) {
+      return ErrorResponse(404, "NOT_FOUND", "not a circuit key provider:<p>:<workload>:<subject>");
+    }
+    meta::internal::ProviderCircuits c = meta::internal::GetProviderCircuits(*deps_.registry, key);
+    if (only != "quota") targets.push_back(std::move(c.transient));
+    if (only != "transient") targets.push_back(std::move(c.quota));
+  } else {
+    return ErrorResponse(404, "NOT_FOUND", "no such breaker, and not a circuit key (provider:...)");
+  }
+  for (const std::shared_ptr<CircuitBreaker>& b : targets) {
+    if (action == "force-open") {
+      b->ForceOpen(options);
+    } else if (action == "force-closed") {
+      b->ForceClosed(options);
+    } else if (action == "disable") {
+      b->Disable(options);
+    } else {
+      b->Reset(options.reason, options.actor);
+    }
+  }
+  Json all = Json::parse(CircuitsJson());
+  Json changed = Json::array();
+  for (const Json& c : all) {
+    for (const auto& b : targets) {
+      if (c["name"] == b->name()) changed.push_back(c);
+    }
+  }
+  return JsonResponse(200, Json{{"circuits", changed}}.dump());
+}
+
+HttpResponse Handler::Metrics() const {
+  HttpResponse r;
+  r.content_type = std::string(kPrometheusContentType);
+  PrometheusOptions options;
+  options.name_label = FoldSubject;
+  r.body = RenderPrometheus(deps_.metrics->Collect(*deps_.registry), options);
+  std::string& out = r.body;
+  out +=
+      "# HELP fusebox_gateway_requests_total Requests to proxied routes by how they were "
+      "answered.\n# TYPE fusebox_gateway_requests_total counter\n";
+  for (const auto& route : routes_) {
+    for (int i = 0; i < kAnswerCount; ++i) {
+      out += "fusebox_gateway_requests_total{route=\"" + EscapeLabel(route->config->name) +
+             "\",result=\"" + std::string(kResultNames[i]) + "\"} " +
+             std::to_string(route->counts[i].load(std::memory_order_relaxed)) + "\n";
+    }
+  }
+  out +=
+      "# HELP fusebox_gateway_upstream_requests_total Upstream calls by status class.\n"
+      "# TYPE fusebox_gateway_upstream_requests_total counter\n";
+  for (std::size_t u = 0; u < pools_.size(); ++u) {
+    for (int i = 0; i < 5; ++i) {
+      out += "fusebox_gateway_upstream_requests_total{upstream=\"" +
+             EscapeLabel(pools_[u]->config().name) + "\",status=\"" +
+             std::string(kStatusClasses[i]) + "\"} " +
+             std::to_string((*upstream_counts_[u])[i].load(std::memory_order_relaxed)) + "\n";
+    }
+  }
+  out +=
+      "# HELP fusebox_gateway_single_flight_merged_total Requests answered by another "
+      "request's upstream call.\n# TYPE fusebox_gateway_single_flight_merged_total counter\n"
+      "fusebox_gateway_single_flight_merged_total " +
+      std::to_string(merged_.load()) + "\n";
+  out +=
+      "# HELP fusebox_gateway_in_flight_requests Proxied requests being handled.\n"
+      "# TYPE fusebox_gateway_in_flight_requests gauge\n"
+      "fusebox_gateway_in_flight_requests " +
+      std::to_string(in_flight_.load()) + "\n";
+  return r;
+}
+
+HttpResponse Handler::Ready() const {
+  if (draining_.load(std::memory_order_relaxed)) {
+    HttpResponse r = JsonResponse(503, R"({"ready":false,"reason":"shutting down"})");
+    return r;
+  }
+  if (deps_.shared_state_healthy) {
+    const bool healthy = deps_.shared_state_healthy();
+    if (!healthy && !deps_.config->fail_open_ready) {
+      return JsonResponse(503, R"({"ready":false,"reason":"redis unavailable"})");
+    }
+    return JsonResponse(200, std::string(R"({"ready":true,"redis":)") +
+                                 (healthy ? "\"healthy\"" : "\"fail-open\"") + "}");
+  }
+  return JsonResponse(200, R"({"ready":true,"redis":"none"})");
+}
+
+}  // namespace fusebox::gateway

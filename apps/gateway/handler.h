@@ -1,0 +1,146 @@
+// apps/gateway/handler.h: what the gateway answers, without the network.
+//
+// Handler turns one parsed HTTP request into one response: route matching,
+// the snapshot cache, the two circuits around the upstream call, the client
+// contract of docs/gateway.md, /healthz, /readyz, /metrics and the admin API.
+// The server (gateway.cc) parses requests, runs Handle() on a worker thread
+// for anything that may block, and writes the response.
+//
+//   Handler::Kind kind = handler.Classify(request);   // cheap, on an I/O thread
+//   HttpResponse response = handler.Handle(request);   // may block (upstream)
+//
+// Thread-safe.
+#ifndef FUSEBOX_APPS_GATEWAY_HANDLER_H_
+#define FUSEBOX_APPS_GATEWAY_HANDLER_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apps/gateway/config.h"
+#include "apps/gateway/route.h"
+#include "apps/gateway/upstream_client.h"
+#include "fusebox/audit_log.h"
+#include "fusebox/metrics.h"
+#include "fusebox/registry.h"
+#include "fusebox/shared_state.h"
+#include "fusebox/snapshot_store.h"
+#include "fusebox/stale_cache.h"
+
+namespace fusebox::gateway {
+
+struct HttpRequest {
+  std::string method;
+  // Path and query as received.
+  std::string target;
+  Headers headers;
+  std::string body;
+  // The first header named `name` (case-insensitive), or nullopt.
+  std::optional<std::string_view> Header(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  Headers headers;
+  std::string body;
+};
+
+// A JSON error answer {"error":{"code":...,"message":...}}.
+HttpResponse ErrorResponse(int status, std::string_view code, std::string_view message);
+
+// What the gateway made of one upstream call (or of its refusal), copied to
+// every request merged into it by single-flight.
+struct Fetched {
+  bool ok = false;
+  // The upstream's answer when there was one (success or error).
+  std::optional<UpstreamReply> reply;
+  // When !ok.
+  meta::ProviderError error{};
+};
+
+class DashboardFeed;
+
+class Handler {
+ public:
+  struct Deps {
+    const GatewayConfig* config = nullptr;
+    Registry* registry = nullptr;
+    SnapshotStore* store = nullptr;
+    MetricsCollector* metrics = nullptr;
+    // Null without Redis.
+    std::function<bool()> shared_state_healthy = nullptr;
+    // The instance name.
+    std::string instance;
+  };
+
+  explicit Handler(Deps deps);
+
+  // True when the request matches a route or the admin API (work that may
+  // block: run it on a worker). False for the cheap endpoints.
+  bool NeedsWorker(const HttpRequest& request) const;
+
+  // The answer to `request`.
+  HttpResponse Handle(const HttpRequest& request);
+
+  // Set when shutdown begins: /readyz answers 503.
+  void SetDraining() { draining_.store(true, std::memory_order_relaxed); }
+
+  // The circuits as JSON (an array), for the admin API and the dashboard.
+  std::string CircuitsJson() const;
+
+  void AwaitSingleFlightWaitersForTesting(std::string_view key, std::size_t n) {
+    flight_.AwaitWaitersForTesting(key, n);
+  }
+
+  // Upstream calls made (for tests).
+  std::uint64_t upstream_calls() const { return upstream_calls_.load(); }
+
+  // Results counted in fusebox_gateway_requests_total.
+  enum Answer : std::uint8_t { kFresh, kMiss, kStale, kError, kRejected, kAnswerCount };
+
+ private:
+  struct CompiledRoute {
+    const RouteConfig* config;
+    PathPattern pattern;
+    meta::Rules rules;
+    std::array<std::atomic<std::uint64_t>, kAnswerCount> counts{};
+  };
+
+  HttpResponse HandleRoute(CompiledRoute& route, const Params& params, const HttpRequest& request,
+                           std::string_view path, std::string_view query);
+  Fetched CallUpstream(const CompiledRoute& route, std::string_view key,
+                       const UpstreamRequest& upstream_request);
+  HttpResponse HandleAdmin(const HttpRequest& request, std::string_view path);
+  HttpResponse Metrics() const;
+  HttpResponse Ready() const;
+
+  const Deps deps_;
+  std::vector<std::unique_ptr<CompiledRoute>> routes_;
+  std::vector<std::unique_ptr<UpstreamPool>> pools_;
+  // Per upstream: 2xx, 3xx, 4xx, 5xx, error.
+  std::vector<std::unique_ptr<std::array<std::atomic<std::uint64_t>, 5>>> upstream_counts_;
+  SingleFlight<Fetched> flight_;
+  std::atomic<std::uint64_t> merged_{0};
+  std::atomic<std::int64_t> in_flight_{0};
+  std::atomic<std::uint64_t> upstream_calls_{0};
+  std::atomic<bool> draining_{false};
+};
+
+// Constant-time comparison of a presented token with the expected one (the
+// time depends on the lengths only).
+bool TokenEquals(std::string_view presented, std::string_view expected) noexcept;
+
+// The "name" label of a breaker in /metrics: the subject of
+// "provider:<p>:<w>:<subject>:<circuit>" folded to "*".
+std::string FoldSubject(std::string_view breaker_name);
+
+}  // namespace fusebox::gateway
+
+#endif  // FUSEBOX_APPS_GATEWAY_HANDLER_H_

@@ -465,8 +465,10 @@ struct alignas(64) CircuitBreaker::Core {
   // The fleet's probe lease, while this breaker holds it (HALF_OPEN only).
   std::string lease_token FUSEBOX_GUARDED_BY(mu);
   std::vector<SharedAction> shared_pending FUSEBOX_GUARDED_BY(mu);
-  // One Read() or AcquireProbe() at a time per breaker (single-flight): the
-  // others decide on what is known meanwhile.
+  // One Read() or AcquireProbe() at a time per breaker (single-flight).
+  // Calls that need a Read() meanwhile wait for its answer (std::atomic
+  // wait/notify); calls that meet an AcquireProbe() in flight are rejected as
+  // OPEN, as they would be anywhere in the fleet while one instance probes.
   std::atomic<bool> shared_busy{false};
 
   CircuitBreaker& cb;
@@ -975,7 +977,13 @@ struct alignas(64) CircuitBreaker::Core {
   void SyncShared() {
     // Already read (by a call, or by the store's refresh): nothing to do.
     if (!(cb.word_.load(std::memory_order_relaxed) & internal::kSharedStaleBit)) return;
-    if (shared_busy.exchange(true, std::memory_order_acquire)) return;
+    if (shared_busy.exchange(true, std::memory_order_acquire)) {
+      // Another thread is asking the store (a call, or the store's own
+      // refresh of a new breaker): wait for its answer, bounded by the
+      // store's timeout, rather than decide on a view known to be stale.
+      shared_busy.wait(true, std::memory_order_acquire);
+      return;
+    }
     const Result<SharedCircuitView> view = shared->Read(cb.name_);
     {
       internal::SpinMutexLock lock(&mu);
@@ -985,6 +993,7 @@ struct alignas(64) CircuitBreaker::Core {
       if (view.has_value()) ApplySharedViewLocked(*view);
     }
     shared_busy.store(false, std::memory_order_release);
+    shared_busy.notify_all();
     Dispatch();
   }
 
@@ -1361,6 +1370,7 @@ Result<Permit> CircuitBreaker::AcquireSharedProbe(std::uint64_t word) noexcept {
     reject_reason = core_->AdmitLocked(word, half_open_slot, retry_at);
   }
   core_->shared_busy.store(false, std::memory_order_release);
+  core_->shared_busy.notify_all();
   if (!unused_token.empty()) core_->shared->Release(name_, unused_token);
   core_->Dispatch();
   if (reject_reason != nullptr) return core_->Reject(word, reject_reason, retry_at);

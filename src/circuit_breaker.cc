@@ -1534,7 +1534,15 @@ void CircuitBreaker::ReleasePermit(std::uint32_t epoch, bool half_open_slot) noe
 }
 
 CircuitBreakerTotals CircuitBreaker::totals() const {
+  CircuitBreakerMetrics m;
   CircuitBreakerTotals t;
+  Observe(m, t);
+  return t;
+}
+
+void CircuitBreaker::Observe(CircuitBreakerMetrics& m, CircuitBreakerTotals& t) const {
+  t = CircuitBreakerTotals{};
+  std::uint64_t rejected = 0;
   for (int i = 0; i <= kSharedSlot; ++i) {
     const SlotCounters& c = counters_[i];
     for (std::size_t k = 0; k < 3; ++k) {
@@ -1542,13 +1550,15 @@ CircuitBreakerTotals CircuitBreaker::totals() const {
       t.call_time[k] +=
           Duration(static_cast<Duration::rep>(c.call_ns[k].load(std::memory_order_relaxed)));
     }
+    rejected += c.rejected[0].load(std::memory_order_relaxed) +
+                c.rejected[1].load(std::memory_order_relaxed);
   }
-  t.not_permitted_calls = static_cast<std::int64_t>(core_->SumRejected(0) + core_->SumRejected(1));
+  t.not_permitted_calls = static_cast<std::int64_t>(rejected);
   internal::SpinMutexLock lock(&core_->mu);
   t.slow_successful_calls = core_->slow_calls[0];
   t.slow_failed_calls = core_->slow_calls[1];
   for (std::size_t k = 0; k < 3; ++k) t.probe_calls[k] = core_->probe_calls[k];
-  return t;
+  m = core_->MetricsLocked(SecondOf(clock_.CoarseNow()));
 }
 
 CircuitBreakerMetrics CircuitBreaker::metrics() const {

@@ -258,7 +258,11 @@ BreakerSample MetricsCollector::Sample(const CircuitBreaker& breaker) const {
   BreakerSample sample;
   sample.name = breaker.name();
   // The breaker's own lock, taken with no collector lock held.
-  sample.window = breaker.metrics();
+  const CircuitBreakerTotals t = [&] {
+    CircuitBreakerTotals totals;
+    breaker.Observe(sample.window, totals);
+    return totals;
+  }();
   std::shared_ptr<Series> series;
   {
     internal::MutexLock lock(&core_->mu);
@@ -266,7 +270,6 @@ BreakerSample MetricsCollector::Sample(const CircuitBreaker& breaker) const {
     if (it != core_->series.end()) series = it->second;
   }
   BreakerCounters& c = sample.counters;
-  const CircuitBreakerTotals t = breaker.totals();
   for (std::size_t i = 0; i < 3; ++i) {
     c.calls[i] = static_cast<std::uint64_t>(t.calls[i]);
     c.call_duration[i] = t.call_time[i];

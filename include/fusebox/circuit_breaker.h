@@ -562,6 +562,10 @@ class CircuitBreaker {
 
   // Counts since creation (see CircuitBreakerTotals).
   CircuitBreakerTotals totals() const;
+  // metrics() and totals() together, with one lock and one pass over the
+  // per-thread counters: what an exporter scraping thousands of breakers
+  // wants.
+  void Observe(CircuitBreakerMetrics& metrics, CircuitBreakerTotals& totals) const;
 
   // True when the registry may drop this breaker: CLOSED (or DISABLED) with no
   // failure and no slow call in its window and no override in force.

@@ -37,9 +37,13 @@ struct UpstreamPool::Connection {
     if (ec) return false;
     char byte;
     s.receive(asio::buffer(&byte, 1), tcp::socket::message_peek, ec);
-    s.non_blocking(false, ec);
+    // Its own error code: reusing `ec` here overwrote the peek's would_block
+    // with success, so every idle connection looked closed and was dropped
+    // (one new upstream connection per request).
+    beast::error_code restore;
+    s.non_blocking(false, restore);
     // Data on an idle connection is a protocol error too: drop it.
-    return ec == asio::error::would_block;
+    return ec == asio::error::would_block && !restore;
   }
 };
 

@@ -46,6 +46,18 @@ void InProcessSharedState::ExpireLocked(std::map<std::string, Circuit, std::less
   }
 }
 
+bool InProcessSharedState::RefusedLocked() {
+  if (available_) return false;
+  ++counters_.unavailable;
+  return true;
+}
+
+InProcessSharedState::Circuit& InProcessSharedState::CircuitLocked(std::string_view circuit) {
+  auto it = circuits_.find(circuit);
+  if (it == circuits_.end()) it = circuits_.emplace(std::string(circuit), Circuit{}).first;
+  return it->second;
+}
+
 Result<SharedCircuitView> InProcessSharedState::Read(std::string_view circuit) {
   internal::MutexLock lock(&mu_);
   if (!available_) {
@@ -81,14 +93,9 @@ void InProcessSharedState::Trip(std::string_view circuit, Duration open_for,
   Duration remaining;
   {
     internal::MutexLock lock(&mu_);
-    if (!available_) {
-      ++counters_.unavailable;
-      return;
-    }
+    if (RefusedLocked()) return;
     const TimePoint now = clock_.Now();
-    auto it = circuits_.find(circuit);
-    if (it == circuits_.end()) it = circuits_.emplace(std::string(circuit), Circuit{}).first;
-    Circuit& c = it->second;
+    Circuit& c = CircuitLocked(circuit);
     remaining = c.open_until > now ? c.open_until - now : Duration::zero();
     c.reason = std::string(reason);
     if (remaining < open_for) {
@@ -137,10 +144,7 @@ void InProcessSharedState::Close(std::string_view circuit, std::string_view toke
   Listeners notify;
   {
     internal::MutexLock lock(&mu_);
-    if (!available_) {
-      ++counters_.unavailable;
-      return;
-    }
+    if (RefusedLocked()) return;
     const TimePoint now = clock_.Now();
     auto it = circuits_.find(circuit);
     if (it == circuits_.end() || it->second.lease_token != token || it->second.lease_until <= now) {
@@ -161,10 +165,7 @@ void InProcessSharedState::Close(std::string_view circuit, std::string_view toke
 
 void InProcessSharedState::Release(std::string_view circuit, std::string_view token) {
   internal::MutexLock lock(&mu_);
-  if (!available_) {
-    ++counters_.unavailable;
-    return;
-  }
+  if (RefusedLocked()) return;
   auto it = circuits_.find(circuit);
   if (it == circuits_.end() || it->second.lease_token != token) return;
   it->second.lease_token.clear();
@@ -177,14 +178,9 @@ void InProcessSharedState::PublishOverride(std::string_view circuit,
   Listeners notify;
   {
     internal::MutexLock lock(&mu_);
-    if (!available_) {
-      ++counters_.unavailable;
-      return;
-    }
+    if (RefusedLocked()) return;
     const TimePoint now = clock_.Now();
-    auto it = circuits_.find(circuit);
-    if (it == circuits_.end()) it = circuits_.emplace(std::string(circuit), Circuit{}).first;
-    Circuit& c = it->second;
+    Circuit& c = CircuitLocked(circuit);
     if (override_.kind == SharedOverride::Kind::kLifted) {
       c.override_.reset();
     } else {

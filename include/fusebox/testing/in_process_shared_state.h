@@ -104,6 +104,10 @@ class InProcessSharedState final : public SharedState {
   using Listeners = std::vector<std::shared_ptr<SharedStateListener>>;
 
   Listeners ListenersLocked(std::string_view circuit) const FUSEBOX_REQUIRES(mu_);
+  // Counts and refuses a call while unavailable.
+  bool RefusedLocked() FUSEBOX_REQUIRES(mu_);
+  // The state of `circuit`, created empty if there is none.
+  Circuit& CircuitLocked(std::string_view circuit) FUSEBOX_REQUIRES(mu_);
   // Drops the state of `circuit` once nothing of it is alive.
   void ExpireLocked(std::map<std::string, Circuit, std::less<>>::iterator it, TimePoint now)
       FUSEBOX_REQUIRES(mu_);

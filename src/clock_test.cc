@@ -25,13 +25,20 @@ using fusebox::testing::ManualClock;
 
 constexpr TimePoint kT0 = ManualClock::kEpoch;
 
-// Spins (yielding) until `clock` has `n` sleepers; fails after a generous
-// bound rather than hanging.
-::testing::AssertionResult WaitForSleepers(const ManualClock& clock, std::size_t n) {
+// Spins (yielding) until `done()` holds; fails after a generous bound
+// rather than hanging.
+template <typename Pred>
+::testing::AssertionResult WaitUntil(Pred done) {
   for (long i = 0; i < 200'000'000; ++i) {
-    if (clock.Sleepers() == n) return ::testing::AssertionSuccess();
+    if (done()) return ::testing::AssertionSuccess();
     std::this_thread::yield();
   }
+  return ::testing::AssertionFailure() << "condition never held";
+}
+
+// Waits until `clock` has `n` sleepers.
+::testing::AssertionResult WaitForSleepers(const ManualClock& clock, std::size_t n) {
+  if (WaitUntil([&] { return clock.Sleepers() == n; })) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "sleepers: " << clock.Sleepers() << ", want " << n;
 }
 
@@ -109,7 +116,10 @@ TEST(ManualClock, SetWakesEverySleeperWhoseDeadlinePassed) {
   ASSERT_TRUE(WaitForSleepers(clock, 3));
   EXPECT_EQ(clock.Set(kT0 + 2s), 2u);
   ASSERT_TRUE(WaitForSleepers(clock, 1));
-  EXPECT_EQ(woke.load(), 2);
+  // A sleeper leaves the set before it returns from SleepUntil: wait for
+  // both increments rather than reading `woke` in that window.
+  ASSERT_TRUE(WaitUntil([&] { return woke.load() == 2; }));
+  EXPECT_EQ(clock.Sleepers(), 1u);
   EXPECT_EQ(clock.Set(kT0 + 10s), 1u);
   for (std::thread& t : sleepers) t.join();
   EXPECT_EQ(woke.load(), 3);

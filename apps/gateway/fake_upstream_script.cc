@@ -271,9 +271,10 @@ Result<std::vector<FakeRoute>> ParseFakeRoutesJson(std::string_view text) {
   Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) {
     // Parse again for the position; the exception stays inside this function.
+    // Not only parse_error: a number too large for a double is out_of_range.
     try {
       json = Json::parse(text);
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {
       return Status::InvalidArgument(std::string("not JSON: ") + e.what());
     }
     return Status::InvalidArgument("not JSON");

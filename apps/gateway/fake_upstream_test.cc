@@ -393,6 +393,15 @@ TEST(FakeScriptTest, YamlErrorsNameLineAndColumn) {
   EXPECT_EQ(missing.error().message(), "/no/such/script.yaml: cannot read the file");
 }
 
+TEST(FakeScriptTest, JsonNumberTooLargeIsAnErrorNotAThrow) {
+  // nlohmann reports this as out_of_range, not parse_error (found by the fuzzer).
+  auto big = ParseFakeRoutesJson(R"({"routes":[{"path":"/x","responses":[{"status":1e999}]}]})");
+  ASSERT_FALSE(big.has_value());
+  EXPECT_EQ(big.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(big.error().message()), HasSubstr("not JSON"));
+  EXPECT_THAT(std::string(big.error().message()), HasSubstr("number overflow"));
+}
+
 TEST(FakeScriptTest, QuotedScalarsStayStrings) {
   auto routes = ParseFakeRoutesYaml(
       "routes:\n"

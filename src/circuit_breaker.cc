@@ -1264,18 +1264,7 @@ Result<Permit> CircuitBreaker::TryAcquireSlow(std::uint64_t word) noexcept {
       // may end up to one tick (≤ 4 ms) late on SystemClock, never on
       // ManualClock.
       const TimePoint now = clock_.CoarseNow();
-      if (now.time_since_epoch().count() <= deadline) [[likely]] {
-        // Written out rather than through Core::Reject: this is the path an
-        // outage runs millions of times, and it should touch nothing but this
-        // object's first two cache lines.
-        const int slot = MySlot();
-        Bump(counters_[slot].rejected[(word & kProbeMetricsBit) ? 1 : 0], slot);
-        const TimePoint until{Duration(deadline)};
-        if (word & kRejectionListenersBit) [[unlikely]] {
-          core_->NotifyRejection(State::kOpen, "open", until);
-        }
-        return Status::Rejected(StatusCode::kCircuitOpen, "open", until);
-      }
+      if (now.time_since_epoch().count() <= deadline) [[likely]] return RejectOpen(word, deadline);
       // The wait is over: move to HALF_OPEN under the lock, or with a shared
       // state once the fleet's lease is ours.
       if (core_->shared) return AcquireSharedProbe(word);
@@ -1314,6 +1303,45 @@ Result<Permit> CircuitBreaker::TryAcquireSlow(std::uint64_t word) noexcept {
   core_->Dispatch();
   if (reject_reason != nullptr) return core_->Reject(word, reject_reason, retry_at);
   return Permit(this, epoch, half_open_slot);
+}
+
+// Written out rather than through Core::Reject: this is the path an outage
+// runs millions of times, and it should touch nothing but this object's first
+// two cache lines.
+Status CircuitBreaker::RejectOpen(std::uint64_t word, Duration::rep deadline) noexcept {
+  const int slot = MySlot();
+  Bump(counters_[slot].rejected[(word & kProbeMetricsBit) ? 1 : 0], slot);
+  const TimePoint until{Duration(deadline)};
+  if (word & kRejectionListenersBit) [[unlikely]] {
+    core_->NotifyRejection(State::kOpen, "open", until);
+  }
+  return Status::Rejected(StatusCode::kCircuitOpen, "open", until);
+}
+
+std::optional<Status> CircuitBreaker::TryReject() noexcept {
+  const std::uint64_t word = word_.load(std::memory_order_acquire);
+  // A view to re-read from the fleet first: TryAcquire() would ask the store.
+  if (word & internal::kSharedStaleBit) return std::nullopt;
+  const Duration::rep deadline = deadline_ns_.load(std::memory_order_relaxed);
+  const Duration::rep now = clock_.CoarseNow().time_since_epoch().count();
+  switch (StateOf(word)) {
+    case State::kOpen:
+      // The same test as TryAcquireSlow's: once the wait is over, the call
+      // that ends OPEN may take the fleet's lease (a store round trip).
+      if (now <= deadline) return RejectOpen(word, deadline);
+      return std::nullopt;
+    case State::kForcedOpen:
+      if (deadline == 0 || now < deadline) {
+        return core_
+            ->Reject(word, "forced_open",
+                     deadline == 0 ? std::nullopt
+                                   : std::optional<TimePoint>(TimePoint(Duration(deadline))))
+            .error();
+      }
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
 }
 
 Result<Permit> CircuitBreaker::AcquireSharedProbe(std::uint64_t word) noexcept {

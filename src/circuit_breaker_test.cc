@@ -544,6 +544,61 @@ TEST(CircuitBreaker, RejectedCallsAreCountedAndCarriedByState) {
   EXPECT_EQ(cb->metrics().not_permitted_calls, 2);
 }
 
+TEST(CircuitBreaker, TryRejectRecordsAnOpenRejectionLikeTryAcquire) {
+  ManualClock clock;
+  auto cb = Make(CountConfig(), clock);
+  auto rec = std::make_shared<Recorder>();
+  cb->AddListener(rec);
+  EXPECT_EQ(cb->TryReject(), std::nullopt);  // CLOSED: nothing to refuse
+  EXPECT_EQ(cb->metrics().not_permitted_calls, 0);
+  const TimePoint opened = Trip(*cb);
+  clock.Set(opened + 5s);  // the last instant of the wait
+  const std::optional<Status> rejected = cb->TryReject();
+  ASSERT_TRUE(rejected.has_value());
+  EXPECT_EQ(rejected->code(), StatusCode::kCircuitOpen);
+  EXPECT_EQ(rejected->reason(), "open");
+  EXPECT_EQ(rejected->retry_at(), opened + 5s);
+  EXPECT_EQ(cb->metrics().not_permitted_calls, 1);
+  EXPECT_EQ(cb->totals().not_permitted_calls, 1);
+  ASSERT_EQ(rec->rejections.size(), 1u);
+  EXPECT_EQ(rec->rejections[0].reason, "open");
+  // The wait is over: the call that ends OPEN is TryAcquire's, not this one's.
+  clock.Set(opened + 5s + kTick);
+  EXPECT_EQ(cb->TryReject(), std::nullopt);
+  EXPECT_EQ(cb->state(), State::kOpen);
+  EXPECT_EQ(cb->metrics().not_permitted_calls, 1);
+  Permit probe = Acquire(*cb);
+  EXPECT_EQ(cb->state(), State::kHalfOpen);
+  // HALF_OPEN, even full, is TryAcquire's to decide.
+  Permit p2 = Acquire(*cb);
+  Permit p3 = Acquire(*cb);
+  EXPECT_EQ(cb->TryReject(), std::nullopt);
+  ExpectRejected(*cb, "half_open_full");
+  probe.Success(1ms);
+  p2.Success(1ms);
+  p3.Success(1ms);
+  EXPECT_EQ(cb->state(), State::kClosed);
+}
+
+TEST(CircuitBreaker, TryRejectRefusesWhileForcedOpenOnly) {
+  ManualClock clock;
+  auto cb = Make(CountConfig(), clock);
+  cb->ForceOpen({.reason = "maintenance", .expires_after = 60s});
+  const std::optional<Status> rejected = cb->TryReject();
+  ASSERT_TRUE(rejected.has_value());
+  EXPECT_EQ(rejected->reason(), "forced_open");
+  EXPECT_EQ(rejected->retry_at(), kEpoch + 60s);
+  cb->Disable({});
+  EXPECT_EQ(cb->TryReject(), std::nullopt);
+  cb->ForceClosed({});
+  EXPECT_EQ(cb->TryReject(), std::nullopt);
+  cb->ForceOpen({});  // no expiry
+  ASSERT_TRUE(cb->TryReject().has_value());
+  EXPECT_EQ(cb->TryReject()->retry_at(), std::nullopt);
+  EXPECT_EQ(cb->metrics().not_permitted_calls, 2);  // since the last transition
+  EXPECT_EQ(cb->totals().not_permitted_calls, 3);
+}
+
 // ---------------------------------------------------------------------------
 // HALF_OPEN
 

@@ -243,6 +243,26 @@ TEST_F(SharedStateTest, ANewInstanceLearnsOfAnOpenOnItsFirstCallWithOneRead) {
   EXPECT_EQ(fleet_->counters().reads - reads_before, 1);
 }
 
+TEST_F(SharedStateTest, TryRejectNeverAsksTheStore) {
+  auto a = Instance();
+  Trip(*a);
+  auto late = Instance();  // Not read yet: TryAcquire() would read first.
+  const auto before = fleet_->counters();
+  EXPECT_EQ(late->TryReject(), std::nullopt);
+  EXPECT_EQ(fleet_->counters().reads, before.reads);
+  // Once read, it refuses by itself for the rest of the wait.
+  EXPECT_FALSE(late->TryAcquire().has_value());
+  ASSERT_TRUE(a->TryReject().has_value());
+  ASSERT_TRUE(late->TryReject().has_value());
+  // The wait is over: ending OPEN takes the fleet's lease, so not here.
+  clock_.Advance(seconds(30) + std::chrono::nanoseconds(1));
+  EXPECT_EQ(a->TryReject(), std::nullopt);
+  EXPECT_EQ(late->TryReject(), std::nullopt);
+  EXPECT_EQ(fleet_->counters().reads, before.reads + 1);
+  EXPECT_EQ(fleet_->counters().probes_granted, before.probes_granted);
+  EXPECT_EQ(a->state(), State::kOpen);
+}
+
 TEST_F(SharedStateTest, AClosedCircuitCostsOneReadThenNone) {
   auto a = Instance();
   for (int i = 0; i < 1000; ++i) {

@@ -4,10 +4,13 @@
 // the dashboard's events and shuts down gracefully.
 //
 // Threads: `io_threads` run one io_context; every connection lives on its own
-// strand, so its handlers never run concurrently. Work that may block (the
-// upstream call under the breakers, a single-flight wait, the Redis snapshot
-// store, an admin override that talks to Redis) runs on a fixed pool of
-// `workers` threads and posts its response back to the connection's strand.
+// strand, so its handlers never run concurrently. What can be answered without
+// blocking is answered on the I/O thread (Handler::TryAnswerNow: health,
+// metrics, unknown routes, fresh snapshots of the in-memory store, refusals by
+// an OPEN circuit). Work that may block (the upstream call under the breakers,
+// a single-flight wait, the Redis snapshot store, an admin override that talks
+// to Redis) runs on a fixed pool of `workers` threads and posts its response
+// back to the connection's strand.
 // An asynchronous upstream client alone would not do: RunProviderCall, the
 // probe lease and SingleFlight waiters are blocking by design, and keeping
 // them off the I/O threads is what keeps /healthz, /metrics and the
@@ -254,8 +257,10 @@ class Session : public std::enable_shared_from_this<Session> {
       return WriteResponse(std::move(r), keep_alive);
     }
     if (path == "/dashboard/events" && request->method == "GET") return StartSse();
-    if (!ctx_.handler->NeedsWorker(*request)) {
-      return WriteResponse(ctx_.handler->Handle(*request), keep_alive);
+    // A fresh hit or a fail-fast is answered here, without a thread hop;
+    // anything that may block goes to a worker.
+    if (std::optional<HttpResponse> now = ctx_.handler->TryAnswerNow(*request)) {
+      return WriteResponse(std::move(*now), keep_alive);
     }
     phase_ = Phase::kBusy;
     asio::post(*ctx_.workers, [self = shared_from_this(), request, keep_alive] {
@@ -579,12 +584,14 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
                   std::to_string(impl->port);
   const std::string instance = config.instance.empty() ? impl->address : config.instance;
 
-  impl->handler = std::make_unique<Handler>(Handler::Deps{.config = &impl->config,
-                                                          .registry = impl->registry.get(),
-                                                          .store = impl->store.get(),
-                                                          .metrics = impl->metrics.get(),
-                                                          .shared_state_healthy = healthy,
-                                                          .instance = instance});
+  impl->handler =
+      std::make_unique<Handler>(Handler::Deps{.config = &impl->config,
+                                              .registry = impl->registry.get(),
+                                              .store = impl->store.get(),
+                                              .metrics = impl->metrics.get(),
+                                              .shared_state_healthy = healthy,
+                                              .instance = instance,
+                                              .store_may_block = !config.redis_url.empty()});
   impl->workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(config.workers));
   impl->ctx = ServerContext{.config = &impl->config,
                             .handler = impl->handler.get(),

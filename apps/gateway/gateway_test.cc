@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read_until.hpp>
@@ -333,6 +334,55 @@ TEST_F(GatewayTest, IdenticalConcurrentMissesMakeOneUpstreamCall) {
   EXPECT_EQ(collapsed, kClients - 1);
   EXPECT_EQ(InsightsCalls(), 1);
   EXPECT_THAT(Get("/metrics").body, HasSubstr("fusebox_gateway_single_flight_merged_total 4\n"));
+}
+
+TEST_F(GatewayTest, FreshHitsAndFailFastsDoNotWaitForBusyWorkers) {
+  // A snapshot of account 178's insights, then its quota circuit opened by
+  // a 429 on its media; every later media call is held by the upstream.
+  ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/insights", {Ok(R"({"reach":42})")}}).ok());
+  ASSERT_TRUE(upstream_
+                  ->SetRoute({"GET",
+                              "/v19.0/*/media",
+                              {{.status = 429, .headers = {{"Retry-After", "600"}}},
+                               {.status = 200, .body = "{}", .latency = std::chrono::seconds(1)}}})
+                  .ok());
+  ASSERT_EQ(Get(kInsights).status, 200);
+  ASSERT_EQ(Get("/v1/instagram/accounts/178/media").status, 429);
+
+  // Every worker (8) waits on the upstream.
+  std::vector<std::future<HttpReply>> held;
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(std::async(std::launch::async, [this, i] {
+      return Get("/v1/instagram/accounts/" + std::to_string(1000 + i) + "/media");
+    }));
+  }
+  while (upstream_->Calls("GET", "/v19.0/*/media") < 1 + 8) std::this_thread::yield();
+
+  // Answered on the I/O threads meanwhile, as a worker would answer them.
+  HttpReply hit = Get(kInsights);
+  EXPECT_EQ(hit.status, 200);
+  EXPECT_EQ(hit.Header("Cache-Status"), "fusebox; hit; ttl=60");
+  EXPECT_EQ(Body(hit)["data"]["reach"], 42);
+  HttpReply refused = Get("/v1/instagram/accounts/178/media");
+  EXPECT_EQ(refused.status, 429);
+  EXPECT_EQ(refused.Header("Retry-After"), "600");
+  EXPECT_EQ(refused.Header("X-Fusebox-Circuit"), "provider:instagram:read:178");
+  EXPECT_EQ(Body(refused)["error"]["circuit_open"], true);
+  EXPECT_EQ(Get("/v1/instagram/accounts/178/nothing").status, 404);
+  for (auto& f : held) {
+    EXPECT_NE(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  }
+  EXPECT_THAT(Get("/metrics").body,
+              HasSubstr("fusebox_gateway_requests_total{route=\"media\",result=\"rejected\"} 1\n"));
+
+  while (std::any_of(held.begin(), held.end(), [](auto& f) {
+    return f.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+  })) {
+    upstream_clock_.Advance(std::chrono::seconds(1));
+    std::this_thread::yield();
+  }
+  for (auto& f : held) EXPECT_EQ(f.get().status, 200);
+  EXPECT_EQ(upstream_->Calls("GET", "/v19.0/*/media"), 1 + 8);
 }
 
 TEST_F(GatewayTest, MetricsFoldAccountIdsOutOfLabels) {

@@ -231,34 +231,66 @@ Handler::Handler(Deps deps) : deps_(std::move(deps)) {
   }
 }
 
-bool Handler::NeedsWorker(const HttpRequest& request) const {
-  std::string_view path = std::string_view(request.target).substr(0, request.target.find('?'));
-  return !(path == "/healthz" || path == "/readyz" || path == "/metrics");
+namespace {
+
+struct Target {
+  std::string_view path;
+  std::string_view query;
+};
+
+Target SplitTarget(std::string_view target) {
+  const std::size_t q = target.find('?');
+  return {target.substr(0, q), q == std::string_view::npos ? "" : target.substr(q + 1)};
 }
 
-HttpResponse Handler::Handle(const HttpRequest& request) {
-  const std::string_view target = request.target;
-  const std::size_t q = target.find('?');
-  const std::string_view path = target.substr(0, q);
-  const std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
-  if (path == "/healthz") return JsonResponse(200, R"({"status":"ok"})");
-  if (path == "/readyz") return Ready();
-  if (path == "/metrics") return Metrics();
-  if (path == "/admin" || path.substr(0, 7) == "/admin/") return HandleAdmin(request, path);
-  bool path_matched = false;
+}  // namespace
+
+Handler::Matched Handler::Match(const HttpRequest& request, std::string_view path) {
+  Matched m;
   for (auto& route : routes_) {
     std::optional<Params> params = route->pattern.Match(path);
     if (!params) continue;
     if (route->config->method != request.method) {
-      path_matched = true;
+      m.path_matched = true;
       continue;
     }
-    return HandleRoute(*route, *params, request, path, query);
+    m.route = route.get();
+    m.params = std::move(*params);
+    return m;
   }
-  if (path_matched) {
+  return m;
+}
+
+HttpResponse Handler::Unmatched(const Matched& m) {
+  if (m.path_matched) {
     return ErrorResponse(405, "METHOD_NOT_ALLOWED", "no route for this method on this path");
   }
   return ErrorResponse(404, "NOT_FOUND", "no route matches this path");
+}
+
+std::optional<HttpResponse> Handler::Endpoint(std::string_view path) const {
+  if (path == "/healthz") return JsonResponse(200, R"({"status":"ok"})");
+  if (path == "/readyz") return Ready();
+  if (path == "/metrics") return Metrics();
+  return std::nullopt;
+}
+
+std::optional<HttpResponse> Handler::TryAnswerNow(const HttpRequest& request) {
+  const auto [path, query] = SplitTarget(request.target);
+  if (std::optional<HttpResponse> r = Endpoint(path)) return r;
+  if (path == "/admin" || path.substr(0, 7) == "/admin/") return std::nullopt;  // may ask Redis
+  Matched m = Match(request, path);
+  if (m.route == nullptr) return Unmatched(m);
+  return TryAnswerRouteNow(*m.route, m.params, request, query);
+}
+
+HttpResponse Handler::Handle(const HttpRequest& request) {
+  const auto [path, query] = SplitTarget(request.target);
+  if (std::optional<HttpResponse> r = Endpoint(path)) return *std::move(r);
+  if (path == "/admin" || path.substr(0, 7) == "/admin/") return HandleAdmin(request, path);
+  Matched m = Match(request, path);
+  if (m.route == nullptr) return Unmatched(m);
+  return HandleRoute(*m.route, m.params, request, query);
 }
 
 Fetched Handler::CallUpstream(const CompiledRoute& route, std::string_view key,
@@ -300,28 +332,122 @@ Fetched Handler::CallUpstream(const CompiledRoute& route, std::string_view key,
   return f;
 }
 
-HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
-                                  const HttpRequest& request, std::string_view /*path*/,
-                                  std::string_view query) {
-  in_flight_.fetch_add(1, std::memory_order_relaxed);
-  struct Done {
-    std::atomic<std::int64_t>& n;
-    ~Done() { n.fetch_sub(1, std::memory_order_relaxed); }
-  } done{in_flight_};
-  const RouteConfig& rc = *route.config;
-  auto count = [&](Answer result) { route.counts[result].fetch_add(1, std::memory_order_relaxed); };
+// Counts a request as in flight while it is alive.
+class Handler::InFlight {
+ public:
+  explicit InFlight(std::atomic<std::int64_t>& n) : n_(n) {
+    n_.fetch_add(1, std::memory_order_relaxed);
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  ~InFlight() { n_.fetch_sub(1, std::memory_order_relaxed); }
 
+ private:
+  std::atomic<std::int64_t>& n_;
+};
+
+Result<std::string> Handler::CircuitKey(CompiledRoute& route, const Params& params) {
+  const RouteConfig& rc = *route.config;
   Result<std::string> key = meta::ProviderCircuitKey(
       Expand(rc.provider, params, false), rc.workload, Expand(rc.subject, params, false));
-  if (!key) {
-    count(kError);
-    return ErrorResponse(400, "BAD_REQUEST", key.error().message());
+  if (!key) Count(route, kError);
+  return key;
+}
+
+std::string Handler::SnapshotKeyOf(const CompiledRoute& route, const Params& params,
+                                   std::string_view query) const {
+  return SnapshotKey(
+      "gw:" + route.config->name + ":" + Expand(route.config->upstream_path, params, true),
+      ParseQuery(query));
+}
+
+HttpResponse Handler::Finish(HttpResponse r, std::string_view key) const {
+  r.headers.emplace_back("X-Fusebox-Instance", deps_.instance);
+  r.headers.emplace_back("X-Fusebox-Circuit", std::string(key));
+  return r;
+}
+
+HttpResponse Handler::FreshHit(CompiledRoute& route, std::string_view key, const Snapshot& snap) {
+  Count(route, kFresh);
+  const seconds age = duration_cast<seconds>(snap.age);
+  const seconds ttl = duration_cast<seconds>(route.config->cache->fresh_for - snap.age);
+  HttpResponse r;
+  r.body = Envelope(DataJson(snap.value), false, age, nullptr);
+  r.headers.emplace_back("Cache-Status", "fusebox; hit; ttl=" + std::to_string(ttl.count()));
+  r.headers.emplace_back("Age", std::to_string(age.count()));
+  return Finish(std::move(r), key);
+}
+
+HttpResponse Handler::Failed(CompiledRoute& route, std::string_view key, const Fetched& f,
+                             const Snapshot* snap, Duration waited) {
+  // Rate limits and transient failures (a refusal by either circuit
+  // included) may hide behind a snapshot; authorization and invalid never.
+  const bool may_hide = f.error.code == meta::ConnCode::kConn008RateLimit ||
+                        f.error.code == meta::ConnCode::kConn003Transient;
+  const CacheConfig* cache = route.config->cache ? &*route.config->cache : nullptr;
+  if (may_hide && snap != nullptr && cache != nullptr) {
+    const Duration age = snap->age + waited;
+    if (age <= cache->max_stale) {
+      Count(route, kStale);
+      const seconds age_s = duration_cast<seconds>(age);
+      const std::string ttl =
+          std::to_string(duration_cast<seconds>(cache->fresh_for - age).count());
+      HttpResponse r;
+      r.body = Envelope(DataJson(snap->value), true, age_s, &f.error);
+      std::string cs;
+      if (f.error.circuit_open) {
+        // Not forwarded: a stale hit (RFC 9211 section 2.1, negative ttl).
+        cs = "fusebox; hit; ttl=" + ttl + "; detail=circuit-open";
+      } else {
+        cs = "fusebox; fwd=stale";
+        if (f.reply) cs += "; fwd-status=" + std::to_string(f.reply->status);
+        cs += "; ttl=" + ttl + "; detail=stale-if-error";
+      }
+      r.headers.emplace_back("Cache-Status", cs);
+      r.headers.emplace_back("Age", std::to_string(age_s.count()));
+      return Finish(std::move(r), key);
+    }
   }
+  Count(route, f.error.circuit_open ? kRejected : kError);
+  return Finish(ErrorFor(f.error, key, f.reply), key);
+}
+
+std::optional<HttpResponse> Handler::TryAnswerRouteNow(CompiledRoute& route, const Params& params,
+                                                       const HttpRequest& request,
+                                                       std::string_view query) {
+  const bool cached = request.method == "GET" && route.config->cache;
+  // A snapshot kept in Redis is a network round trip away: a worker's job.
+  if (cached && deps_.store_may_block) return std::nullopt;
+  InFlight in_flight(in_flight_);
+  Result<std::string> key = CircuitKey(route, params);
+  if (!key) return ErrorResponse(400, "BAD_REQUEST", key.error().message());
+  std::optional<Snapshot> snap;
+  if (cached) {
+    if (Result<std::optional<Snapshot>> got = deps_.store->Get(SnapshotKeyOf(route, params, query));
+        got && *got) {
+      snap = std::move(**got);
+    }
+    if (snap && snap->age <= route.config->cache->fresh_for) return FreshHit(route, *key, *snap);
+  }
+  // An OPEN circuit refuses here, recorded as RunProviderCall records it;
+  // anything that may call the upstream or ask Redis goes to a worker.
+  std::optional<meta::ProviderError> refused = meta::RejectIfOpen(*deps_.registry, *key);
+  if (!refused) return std::nullopt;
+  Fetched f;
+  f.error = *refused;
+  return Failed(route, *key, f, snap ? &*snap : nullptr, Duration::zero());
+}
+
+HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
+                                  const HttpRequest& request, std::string_view query) {
+  InFlight in_flight(in_flight_);
+  const RouteConfig& rc = *route.config;
+  Result<std::string> key = CircuitKey(route, params);
+  if (!key) return ErrorResponse(400, "BAD_REQUEST", key.error().message());
   const UpstreamConfig& up = deps_.config->upstreams[rc.upstream];
-  const std::string upstream_path = Expand(rc.upstream_path, params, true);
   UpstreamRequest ur;
   ur.method = request.method;
-  ur.target = up.path_prefix + upstream_path;
+  ur.target = up.path_prefix + Expand(rc.upstream_path, params, true);
   if (!query.empty()) ur.target += "?" + std::string(query);
   for (const auto& [k, v] : request.headers) {
     if (Forwardable(k)) ur.headers.emplace_back(k, v);
@@ -329,48 +455,27 @@ HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
   ur.body = request.body;
   ur.timeout = rc.timeout > Duration::zero() ? rc.timeout : up.request_timeout;
 
-  auto finish = [&](HttpResponse r) {
-    r.headers.emplace_back("X-Fusebox-Instance", deps_.instance);
-    r.headers.emplace_back("X-Fusebox-Circuit", *key);
-    return r;
-  };
-  auto error = [&](const Fetched& f) {
-    count(f.error.circuit_open ? kRejected : kError);
-    return finish(ErrorFor(f.error, *key, f.reply));
-  };
-
   if (request.method != "GET" || !rc.cache) {
     // Writes and uncached reads: straight through the circuits, never stale.
     Fetched f = CallUpstream(route, *key, ur);
-    if (!f.ok) return error(f);
-    count(kMiss);
+    if (!f.ok) return Failed(route, *key, f, nullptr, Duration::zero());
+    Count(route, kMiss);
     HttpResponse r;
     r.status = f.reply->status;
     r.body = Envelope(DataJson(EncodeSnapshot(*f.reply)), false, seconds(0), nullptr);
     r.headers.emplace_back("Cache-Status",
                            request.method == "GET" ? "fusebox; fwd=bypass" : "fusebox; fwd=method");
-    return finish(std::move(r));
+    return Finish(std::move(r), *key);
   }
 
-  const CacheConfig& cache = *rc.cache;
   Clock& clock = deps_.registry->clock();
   const TimePoint t0 = clock.Now();
-  const std::string snap_key =
-      SnapshotKey("gw:" + rc.name + ":" + upstream_path, ParseQuery(query));
+  const std::string snap_key = SnapshotKeyOf(route, params, query);
   std::optional<Snapshot> snap;
   if (Result<std::optional<Snapshot>> got = deps_.store->Get(snap_key); got && *got) {
     snap = std::move(**got);
   }
-  auto ttl = [&](Duration age) { return duration_cast<seconds>(cache.fresh_for - age).count(); };
-  if (snap && snap->age <= cache.fresh_for) {
-    count(kFresh);
-    const seconds age = duration_cast<seconds>(snap->age);
-    HttpResponse r;
-    r.body = Envelope(DataJson(snap->value), false, age, nullptr);
-    r.headers.emplace_back("Cache-Status", "fusebox; hit; ttl=" + std::to_string(ttl(snap->age)));
-    r.headers.emplace_back("Age", std::to_string(age.count()));
-    return finish(std::move(r));
-  }
+  if (snap && snap->age <= rc.cache->fresh_for) return FreshHit(route, *key, *snap);
 
   bool leader = false;
   fusebox::Result<Fetched> flown = flight_.Do(snap_key, [&]() -> fusebox::Result<Fetched> {
@@ -383,7 +488,7 @@ HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
   if (!leader) merged_.fetch_add(1, std::memory_order_relaxed);
   const Fetched& f = *flown;
   if (f.ok) {
-    count(kMiss);
+    Count(route, kMiss);
     HttpResponse r;
     r.status = f.reply->status;
     r.body = Envelope(DataJson(EncodeSnapshot(*f.reply)), false, seconds(0), nullptr);
@@ -391,34 +496,9 @@ HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
         "fusebox; fwd=miss; fwd-status=" + std::to_string(f.reply->status) + "; stored";
     if (!leader) cs += "; collapsed";
     r.headers.emplace_back("Cache-Status", cs);
-    return finish(std::move(r));
+    return Finish(std::move(r), *key);
   }
-  // Rate limits and transient failures (a refusal by either circuit
-  // included) may hide behind a snapshot; authorization and invalid never.
-  const bool may_hide = f.error.code == meta::ConnCode::kConn008RateLimit ||
-                        f.error.code == meta::ConnCode::kConn003Transient;
-  if (may_hide && snap) {
-    const Duration age = snap->age + (clock.Now() - t0);
-    if (age <= cache.max_stale) {
-      count(kStale);
-      const seconds age_s = duration_cast<seconds>(age);
-      HttpResponse r;
-      r.body = Envelope(DataJson(snap->value), true, age_s, &f.error);
-      std::string cs;
-      if (f.error.circuit_open) {
-        // Not forwarded: a stale hit (RFC 9211 section 2.1, negative ttl).
-        cs = "fusebox; hit; ttl=" + std::to_string(ttl(age)) + "; detail=circuit-open";
-      } else {
-        cs = "fusebox; fwd=stale";
-        if (f.reply) cs += "; fwd-status=" + std::to_string(f.reply->status);
-        cs += "; ttl=" + std::to_string(ttl(age)) + "; detail=stale-if-error";
-      }
-      r.headers.emplace_back("Cache-Status", cs);
-      r.headers.emplace_back("Age", std::to_string(age_s.count()));
-      return finish(std::move(r));
-    }
-  }
-  return error(f);
+  return Failed(route, *key, f, snap ? &*snap : nullptr, clock.Now() - t0);
 }
 
 std::string Handler::CircuitsJson() const {

@@ -3,11 +3,15 @@
 // Handler turns one parsed HTTP request into one response: route matching,
 // the snapshot cache, the two circuits around the upstream call, the client
 // contract of docs/gateway.md, /healthz, /readyz, /metrics and the admin API.
-// The server (gateway.cc) parses requests, runs Handle() on a worker thread
-// for anything that may block, and writes the response.
+// The server (gateway.cc) parses requests, answers on its I/O thread what
+// can be answered without blocking, runs Handle() on a worker thread for the
+// rest, and writes the response.
 //
-//   Handler::Kind kind = handler.Classify(request);   // cheap, on an I/O thread
-//   HttpResponse response = handler.Handle(request);   // may block (upstream)
+//   if (std::optional<HttpResponse> now = handler.TryAnswerNow(request)) {
+//     Write(*now);                                      // on the I/O thread
+//   } else {
+//     Write(handler.Handle(request));                   // on a worker: may block
+//   }
 //
 // Thread-safe.
 #ifndef FUSEBOX_APPS_GATEWAY_HANDLER_H_
@@ -78,15 +82,20 @@ class Handler {
     std::function<bool()> shared_state_healthy = nullptr;
     // The instance name.
     std::string instance;
+    // Whether `store` may block (Redis): then even a fresh hit is a worker's.
+    bool store_may_block = true;
   };
 
   explicit Handler(Deps deps);
 
-  // True when the request matches a route or the admin API (work that may
-  // block: run it on a worker). False for the cheap endpoints.
-  bool NeedsWorker(const HttpRequest& request) const;
+  // The answer to `request` if it can be given without blocking: /healthz,
+  // /readyz, /metrics, an unknown route or method, a malformed key, a fresh
+  // snapshot from a store that does not block, or a refusal by an OPEN or
+  // FORCED_OPEN circuit (with its stale snapshot when there is one), each
+  // exactly as Handle() answers it. nullopt: run Handle() on a worker.
+  std::optional<HttpResponse> TryAnswerNow(const HttpRequest& request);
 
-  // The answer to `request`.
+  // The answer to `request`. May block (the upstream, single-flight, Redis).
   HttpResponse Handle(const HttpRequest& request);
 
   // Set when shutdown begins: /readyz answers 503.
@@ -113,8 +122,37 @@ class Handler {
     std::array<std::atomic<std::uint64_t>, kAnswerCount> counts{};
   };
 
+  // The route a request is for, or why none is.
+  struct Matched {
+    CompiledRoute* route = nullptr;
+    Params params;
+    // No route, but some route has this path with another method (405).
+    bool path_matched = false;
+  };
+  class InFlight;
+
+  // /healthz, /readyz, /metrics; nullopt for any other path.
+  std::optional<HttpResponse> Endpoint(std::string_view path) const;
+  Matched Match(const HttpRequest& request, std::string_view path);
+  static HttpResponse Unmatched(const Matched& m);
+  std::optional<HttpResponse> TryAnswerRouteNow(CompiledRoute& route, const Params& params,
+                                                const HttpRequest& request, std::string_view query);
   HttpResponse HandleRoute(CompiledRoute& route, const Params& params, const HttpRequest& request,
-                           std::string_view path, std::string_view query);
+                           std::string_view query);
+  // The route's circuit key; a bad one is counted as an error.
+  static Result<std::string> CircuitKey(CompiledRoute& route, const Params& params);
+  std::string SnapshotKeyOf(const CompiledRoute& route, const Params& params,
+                            std::string_view query) const;
+  static void Count(CompiledRoute& route, Answer answer) {
+    route.counts[answer].fetch_add(1, std::memory_order_relaxed);
+  }
+  // Adds the instance and circuit headers.
+  HttpResponse Finish(HttpResponse r, std::string_view key) const;
+  HttpResponse FreshHit(CompiledRoute& route, std::string_view key, const Snapshot& snap);
+  // A failed or refused call: its stale snapshot if allowed (`waited` is how
+  // long ago `snap` was read), else the error of the client contract.
+  HttpResponse Failed(CompiledRoute& route, std::string_view key, const Fetched& f,
+                      const Snapshot* snap, Duration waited);
   Fetched CallUpstream(const CompiledRoute& route, std::string_view key,
                        const UpstreamRequest& upstream_request);
   HttpResponse HandleAdmin(const HttpRequest& request, std::string_view path);

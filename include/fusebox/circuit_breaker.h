@@ -514,6 +514,16 @@ class CircuitBreaker {
   // is when OPEN ends (if it is known). Never blocks, never allocates.
   Result<Permit> TryAcquire() noexcept;
 
+  // A rejection without asking for a permit: when a call made now would be
+  // refused because the breaker is OPEN (its wait not over) or FORCED_OPEN,
+  // records that rejection exactly as TryAcquire() does (counted, listeners
+  // told) and returns it. Otherwise changes nothing and returns nullopt, and
+  // the caller goes on with TryAcquire(). Never blocks, even with a shared
+  // state (TryAcquire() may ask the store when OPEN ends, or before the first
+  // call of a breaker): an event loop can answer a fail-fast from its own
+  // thread and hand everything else to a worker.
+  std::optional<Status> TryReject() noexcept;
+
   // Runs `fn` under a permit, times it, records its outcome and returns what
   // it returned: a Result<R> for a value R, the Status or Result<U> it returned
   // itself (non-OK counts as a failure), or a Status for void. Rejections come
@@ -587,6 +597,7 @@ class CircuitBreaker {
 
   Result<Permit> TryAcquireSlow(std::uint64_t word) noexcept;
   Result<Permit> AcquireSharedProbe(std::uint64_t word) noexcept;
+  Status RejectOpen(std::uint64_t word, Duration::rep deadline) noexcept;
   void RecordSuccess(std::uint32_t epoch, bool half_open_slot, Duration d) noexcept;
   void RecordSlow(std::uint32_t epoch, bool half_open_slot, const Outcome& outcome) noexcept;
   void ReleasePermit(std::uint32_t epoch, bool half_open_slot) noexcept;

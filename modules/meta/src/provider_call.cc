@@ -173,6 +173,18 @@ ProviderError RejectionError(ConnCode code, const Status& rejection, Clock& cloc
   return e;
 }
 
+std::optional<ProviderError> RejectWithoutPermit(const ProviderCircuits& circuits, Clock& clock) {
+  // Transient first, as the nesting says; a quota refusal then takes no
+  // transient permit (it would only be given back: Meta was not called).
+  if (std::optional<Status> no = circuits.transient->TryReject()) {
+    return RejectionError(ConnCode::kConn003Transient, *no, clock);
+  }
+  if (std::optional<Status> no = circuits.quota->TryReject()) {
+    return RejectionError(ConnCode::kConn008RateLimit, *no, clock);
+  }
+  return std::nullopt;
+}
+
 Outcome TransientOutcome(const ProviderError* error, Duration elapsed) {
   if (error != nullptr && error->code == ConnCode::kConn003Transient) {
     return Outcome::Failure(elapsed);
@@ -199,4 +211,16 @@ Outcome QuotaOutcome(const ProviderError* error, Duration elapsed) {
 }
 
 }  // namespace internal
+
+std::optional<ProviderError> RejectIfOpen(Registry& registry, std::string_view key) {
+  std::string name(key);
+  name += ":transient";
+  std::shared_ptr<CircuitBreaker> transient = registry.Find(name);
+  name.resize(key.size());
+  name += ":quota";
+  std::shared_ptr<CircuitBreaker> quota = registry.Find(name);
+  if (transient == nullptr || quota == nullptr) return std::nullopt;
+  return internal::RejectWithoutPermit({std::move(transient), std::move(quota)}, registry.clock());
+}
+
 }  // namespace fusebox::meta

@@ -83,6 +83,37 @@ TEST_F(ProviderCallTest, QuotaOpensOnFirstRateLimitForTheRecoveryTime) {
   EXPECT_EQ(StateOf("quota"), State::kClosed);
 }
 
+TEST_F(ProviderCallTest, RejectIfOpenGivesRunProviderCallsRefusalWithoutACall) {
+  EXPECT_EQ(RejectIfOpen(*registry_, key_), std::nullopt);  // no circuits yet
+  (void)Call(std::string("posts"));
+  EXPECT_EQ(RejectIfOpen(*registry_, key_), std::nullopt);  // both CLOSED
+  (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(90)));
+  clock_.Advance(seconds(30));
+  const std::optional<ProviderError> fast = RejectIfOpen(*registry_, key_);
+  ASSERT_TRUE(fast.has_value());
+  const ProviderResult<std::string> slow = Call(std::string("posts"));
+  ASSERT_FALSE(slow.has_value());
+  for (const ProviderError& e : {*fast, slow.error()}) {
+    EXPECT_EQ(e.code, ConnCode::kConn008RateLimit);
+    EXPECT_TRUE(e.circuit_open);
+    EXPECT_EQ(e.retry_after, seconds(60));
+  }
+  EXPECT_EQ(calls_, 2);
+  // Both refusals are counted by the quota circuit; the transient circuit,
+  // whose permit a quota refusal does not take, saw the two calls made only.
+  const auto quota = registry_->Find(key_ + ":quota");
+  const auto transient = registry_->Find(key_ + ":transient");
+  EXPECT_EQ(quota->totals().not_permitted_calls, 2);
+  const CircuitBreakerTotals t = transient->totals();
+  EXPECT_EQ(t.calls[0] + t.calls[1] + t.calls[2], 2);
+  EXPECT_EQ(t.not_permitted_calls, 0);
+  // The wait is over: the probe is RunProviderCall's to take.
+  clock_.Advance(seconds(60) + Duration(1));
+  EXPECT_EQ(RejectIfOpen(*registry_, key_), std::nullopt);
+  EXPECT_TRUE(Call(std::string("posts")).has_value());
+  EXPECT_EQ(StateOf("quota"), State::kClosed);
+}
+
 TEST_F(ProviderCallTest, QuotaUsesDefault120sWithoutRetryAfter) {
   (void)Call(Err(ConnCode::kConn008RateLimit, 400));
   ProviderResult<std::string> r = Call(std::string("x"));

@@ -164,11 +164,23 @@ struct ProviderCircuits {
 ProviderCircuits GetProviderCircuits(Registry& registry, std::string_view key);
 // The error for a rejection by `circuit` (CONN_003 or CONN_008).
 ProviderError RejectionError(ConnCode code, const Status& rejection, Clock& clock);
+// The refusal of a circuit that refuses without a permit (OPEN before its
+// wait ends, FORCED_OPEN; CircuitBreaker::TryReject), transient first, or
+// nullopt. Records the rejection; blocks on nothing.
+std::optional<ProviderError> RejectWithoutPermit(const ProviderCircuits& circuits, Clock& clock);
 // What an error means to each circuit.
 Outcome TransientOutcome(const ProviderError* error, Duration elapsed);
 Outcome QuotaOutcome(const ProviderError* error, Duration elapsed);
 
 }  // namespace internal
+
+// RunProviderCall's refusal for `key` when one of its circuits refuses
+// without a permit (OPEN before its wait ends, or FORCED_OPEN): the same
+// error, recorded the same way, decided without blocking and without creating
+// a circuit. nullopt when neither refuses so, or `key` has no circuits yet:
+// RunProviderCall decides. For an event loop that answers fail-fasts itself
+// and hands every other call to a thread that may block.
+std::optional<ProviderError> RejectIfOpen(Registry& registry, std::string_view key);
 
 // Runs `fn` (returning ProviderResult<T>) under the two circuits of `key`, as
 // seed 000's runProviderCall: transient outside, quota inside. Returns what
@@ -181,6 +193,9 @@ auto RunProviderCall(Registry& registry, std::string_view key, F&& fn) -> std::i
   assert(!key.empty() && "RunProviderCall needs a key (ProviderCircuitKey)");
   internal::ProviderCircuits circuits = internal::GetProviderCircuits(registry, key);
   Clock& clock = registry.clock();
+  if (std::optional<ProviderError> refused = internal::RejectWithoutPermit(circuits, clock)) {
+    return *std::move(refused);
+  }
   Result<Permit> outer = circuits.transient->TryAcquire();
   if (!outer) return internal::RejectionError(ConnCode::kConn003Transient, outer.error(), clock);
   Result<Permit> inner = circuits.quota->TryAcquire();

@@ -7,14 +7,16 @@
 // strand, so its handlers never run concurrently. What can be answered without
 // blocking is answered on the I/O thread (Handler::TryAnswerNow: health,
 // metrics, unknown routes, fresh snapshots of the in-memory store, refusals by
-// an OPEN circuit). Work that may block (the upstream call under the breakers,
-// a single-flight wait, the Redis snapshot store, an admin override that talks
-// to Redis) runs on a fixed pool of `workers` threads and posts its response
-// back to the connection's strand.
-// An asynchronous upstream client alone would not do: RunProviderCall, the
-// probe lease and SingleFlight waiters are blocking by design, and keeping
-// them off the I/O threads is what keeps /healthz, /metrics and the
-// dashboard responsive while the upstream is slow.
+// an OPEN circuit), and without Redis an uncached call or a write runs there
+// too, its upstream exchange asynchronous (Handler::TryHandleAsync). Work
+// that may block (a call whose breakers ask Redis, a single-flight wait, the
+// Redis snapshot store, an admin override that talks to Redis) runs on a
+// fixed pool of `workers` threads and posts its response back to the
+// connection's strand.
+// The asynchronous path is not for everything: a lease from Redis and a
+// SingleFlight wait are blocking by design, and keeping them off the I/O
+// threads is what keeps /healthz, /metrics and the dashboard responsive
+// while Redis or the upstream is slow.
 #include "apps/gateway/gateway.h"
 
 #include <pthread.h>
@@ -263,6 +265,17 @@ class Session : public std::enable_shared_from_this<Session> {
       return WriteResponse(std::move(*now), keep_alive);
     }
     phase_ = Phase::kBusy;
+    // An uncached call without Redis: the upstream exchange runs on this
+    // event loop too, and its answer comes back to this strand.
+    if (ctx_.handler->TryHandleAsync(
+            *request, [self = shared_from_this(), keep_alive](HttpResponse response) {
+              asio::post(self->stream_.get_executor(),
+                         [self, response = std::move(response), keep_alive]() mutable {
+                           self->WriteResponse(std::move(response), keep_alive);
+                         });
+            })) {
+      return;
+    }
     asio::post(*ctx_.workers, [self = shared_from_this(), request, keep_alive] {
       HttpResponse response = self->ctx_.handler->Handle(*request);
       asio::post(self->stream_.get_executor(),
@@ -591,7 +604,9 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
                                               .metrics = impl->metrics.get(),
                                               .shared_state_healthy = healthy,
                                               .instance = instance,
-                                              .store_may_block = !config.redis_url.empty()});
+                                              .store_may_block = !config.redis_url.empty(),
+                                              .circuits_may_block = !config.redis_url.empty(),
+                                              .loop = &impl->ioc});
   impl->workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(config.workers));
   impl->ctx = ServerContext{.config = &impl->config,
                             .handler = impl->handler.get(),

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <utility>
+#include <variant>
 
 #include "fusebox/config_names.h"
 #include "fusebox/meta/classify.h"
@@ -207,6 +208,9 @@ Handler::Handler(Deps deps) : deps_(std::move(deps)) {
   const GatewayConfig& config = *deps_.config;
   for (const UpstreamConfig& up : config.upstreams) {
     pools_.push_back(std::make_unique<UpstreamPool>(up));
+    if (deps_.loop != nullptr) {
+      async_pools_.push_back(std::make_unique<AsyncUpstreamPool>(*deps_.loop, up));
+    }
     upstream_counts_.push_back(std::make_unique<std::array<std::atomic<std::uint64_t>, 5>>());
   }
   for (const RouteConfig& rc : config.routes) {
@@ -293,57 +297,69 @@ HttpResponse Handler::Handle(const HttpRequest& request) {
   return HandleRoute(*m.route, m.params, request, query);
 }
 
+Fetched Handler::Judge(const CompiledRoute& route, Result<UpstreamReply> reply) {
+  const std::size_t up = route.config->upstream;
+  Fetched f;
+  if (!reply) {
+    (*upstream_counts_[up])[4].fetch_add(1, std::memory_order_relaxed);
+    f.error = meta::ProviderError{.code = meta::ConnCode::kConn003Transient};
+    return f;
+  }
+  (*upstream_counts_[up])[StatusClass(reply->status)].fetch_add(1, std::memory_order_relaxed);
+  bool failed = reply->status >= 400;
+  // Meta may answer an error object with a 200 (rare); its classifier
+  // looks at the body then too.
+  if (!failed && route.config->classifier == Classifier::kMeta &&
+      reply->body.find("\"error\"") != std::string::npos &&
+      meta::ParseErrorBody(reply->body).code.has_value()) {
+    failed = true;
+  }
+  f.ok = !failed;
+  if (failed) {
+    const meta::Response response{
+        .status = reply->status, .headers = reply->headers, .body = reply->body};
+    f.error = meta::ProviderError::FromResponse(response, route.rules);
+  }
+  f.reply = std::move(*reply);
+  return f;
+}
+
 Fetched Handler::CallUpstream(const CompiledRoute& route, std::string_view key,
                               const UpstreamRequest& upstream_request) {
-  const std::size_t up = route.config->upstream;
-  std::optional<UpstreamReply> error_reply;
-  meta::ProviderResult<UpstreamReply> r =
-      meta::RunProviderCall(*deps_.registry, key, [&]() -> meta::ProviderResult<UpstreamReply> {
-        upstream_calls_.fetch_add(1, std::memory_order_relaxed);
-        Result<UpstreamReply> reply = pools_[up]->Send(upstream_request);
-        if (!reply) {
-          (*upstream_counts_[up])[4].fetch_add(1, std::memory_order_relaxed);
-          return meta::ProviderError{.code = meta::ConnCode::kConn003Transient};
-        }
-        (*upstream_counts_[up])[StatusClass(reply->status)].fetch_add(1, std::memory_order_relaxed);
-        meta::Response response{
-            .status = reply->status, .headers = reply->headers, .body = reply->body};
-        bool failed = reply->status >= 400;
-        // Meta may answer an error object with a 200 (rare); its classifier
-        // looks at the body then too.
-        if (!failed && route.config->classifier == Classifier::kMeta &&
-            reply->body.find("\"error\"") != std::string::npos &&
-            meta::ParseErrorBody(reply->body).code.has_value()) {
-          failed = true;
-        }
-        if (!failed) return std::move(*reply);
-        meta::ProviderError e = meta::ProviderError::FromResponse(response, route.rules);
-        error_reply = std::move(*reply);
-        return e;
-      });
-  Fetched f;
-  if (r.has_value()) {
-    f.ok = true;
-    f.reply = std::move(r.value());
-  } else {
-    f.error = r.error();
-    f.reply = std::move(error_reply);
+  std::variant<meta::ProviderCall, meta::ProviderError> call =
+      meta::ProviderCall::Start(*deps_.registry, key);
+  if (meta::ProviderError* refused = std::get_if<meta::ProviderError>(&call)) {
+    Fetched f;
+    f.error = *refused;
+    return f;
   }
+  meta::ProviderCall& started = std::get<meta::ProviderCall>(call);
+  upstream_calls_.fetch_add(1, std::memory_order_relaxed);
+  Fetched f;
+  try {
+    f = Judge(route, pools_[route.config->upstream]->Send(upstream_request));
+  } catch (...) {
+    std::move(started).FinishWithException();
+    throw;
+  }
+  std::move(started).Finish(f.ok ? nullptr : &f.error);
   return f;
 }
 
 // Counts a request as in flight while it is alive.
+// Shares the counter: an asynchronous call dropped by a stopped event loop
+// may outlive the handler.
 class Handler::InFlight {
  public:
-  explicit InFlight(std::atomic<std::int64_t>& n) : n_(n) {
-    n_.fetch_add(1, std::memory_order_relaxed);
+  explicit InFlight(std::shared_ptr<std::atomic<std::int64_t>> n) : n_(std::move(n)) {
+    n_->fetch_add(1, std::memory_order_relaxed);
   }
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
-  ~InFlight() { n_.fetch_sub(1, std::memory_order_relaxed); }
+  ~InFlight() { n_->fetch_sub(1, std::memory_order_relaxed); }
 
  private:
-  std::atomic<std::int64_t>& n_;
+  const std::shared_ptr<std::atomic<std::int64_t>> n_;
 };
 
 Result<std::string> Handler::CircuitKey(CompiledRoute& route, const Params& params) {
@@ -438,12 +454,10 @@ std::optional<HttpResponse> Handler::TryAnswerRouteNow(CompiledRoute& route, con
   return Failed(route, *key, f, snap ? &*snap : nullptr, Duration::zero());
 }
 
-HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
-                                  const HttpRequest& request, std::string_view query) {
-  InFlight in_flight(in_flight_);
+UpstreamRequest Handler::UpstreamRequestFor(const CompiledRoute& route, const Params& params,
+                                            const HttpRequest& request,
+                                            std::string_view query) const {
   const RouteConfig& rc = *route.config;
-  Result<std::string> key = CircuitKey(route, params);
-  if (!key) return ErrorResponse(400, "BAD_REQUEST", key.error().message());
   const UpstreamConfig& up = deps_.config->upstreams[rc.upstream];
   UpstreamRequest ur;
   ur.method = request.method;
@@ -454,18 +468,69 @@ HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
   }
   ur.body = request.body;
   ur.timeout = rc.timeout > Duration::zero() ? rc.timeout : up.request_timeout;
+  return ur;
+}
+
+HttpResponse Handler::Forwarded(CompiledRoute& route, std::string_view key, const Fetched& f,
+                                bool get) {
+  if (!f.ok) return Failed(route, key, f, nullptr, Duration::zero());
+  Count(route, kMiss);
+  HttpResponse r;
+  r.status = f.reply->status;
+  r.body = Envelope(DataJson(EncodeSnapshot(*f.reply)), false, seconds(0), nullptr);
+  r.headers.emplace_back("Cache-Status", get ? "fusebox; fwd=bypass" : "fusebox; fwd=method");
+  return Finish(std::move(r), key);
+}
+
+bool Handler::TryHandleAsync(const HttpRequest& request, std::function<void(HttpResponse)> done) {
+  // Only where nothing but the upstream exchange waits: circuits that never
+  // ask Redis, and no snapshot store or single-flight in the way.
+  if (async_pools_.empty() || deps_.circuits_may_block) return false;
+  const auto [path, query] = SplitTarget(request.target);
+  Matched m = Match(request, path);
+  if (m.route == nullptr) return false;
+  CompiledRoute& route = *m.route;
+  if (request.method == "GET" && route.config->cache) return false;
+  auto in_flight = std::make_shared<InFlight>(in_flight_);
+  Result<std::string> key = CircuitKey(route, m.params);
+  if (!key) {
+    done(ErrorResponse(400, "BAD_REQUEST", key.error().message()));
+    return true;
+  }
+  std::variant<meta::ProviderCall, meta::ProviderError> call =
+      meta::ProviderCall::Start(*deps_.registry, *key);
+  if (meta::ProviderError* refused = std::get_if<meta::ProviderError>(&call)) {
+    Fetched f;
+    f.error = *refused;
+    done(Failed(route, *key, f, nullptr, Duration::zero()));
+    return true;
+  }
+  upstream_calls_.fetch_add(1, std::memory_order_relaxed);
+  const bool get = request.method == "GET";
+  async_pools_[route.config->upstream]->Send(
+      UpstreamRequestFor(route, m.params, request, query),
+      [this, &route, key = *std::move(key), get, in_flight = std::move(in_flight),
+       started =
+           std::make_shared<meta::ProviderCall>(std::get<meta::ProviderCall>(std::move(call))),
+       done = std::move(done)](Result<UpstreamReply> reply) mutable {
+        Fetched f = Judge(route, std::move(reply));
+        std::move(*started).Finish(f.ok ? nullptr : &f.error);
+        done(Forwarded(route, key, f, get));
+      });
+  return true;
+}
+
+HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
+                                  const HttpRequest& request, std::string_view query) {
+  InFlight in_flight(in_flight_);
+  const RouteConfig& rc = *route.config;
+  Result<std::string> key = CircuitKey(route, params);
+  if (!key) return ErrorResponse(400, "BAD_REQUEST", key.error().message());
+  const UpstreamRequest ur = UpstreamRequestFor(route, params, request, query);
 
   if (request.method != "GET" || !rc.cache) {
     // Writes and uncached reads: straight through the circuits, never stale.
-    Fetched f = CallUpstream(route, *key, ur);
-    if (!f.ok) return Failed(route, *key, f, nullptr, Duration::zero());
-    Count(route, kMiss);
-    HttpResponse r;
-    r.status = f.reply->status;
-    r.body = Envelope(DataJson(EncodeSnapshot(*f.reply)), false, seconds(0), nullptr);
-    r.headers.emplace_back("Cache-Status",
-                           request.method == "GET" ? "fusebox; fwd=bypass" : "fusebox; fwd=method");
-    return Finish(std::move(r), *key);
+    return Forwarded(route, *key, CallUpstream(route, *key, ur), request.method == "GET");
   }
 
   Clock& clock = deps_.registry->clock();
@@ -692,7 +757,7 @@ HttpResponse Handler::Metrics() const {
       "# HELP fusebox_gateway_in_flight_requests Proxied requests being handled.\n"
       "# TYPE fusebox_gateway_in_flight_requests gauge\n"
       "fusebox_gateway_in_flight_requests " +
-      std::to_string(in_flight_.load()) + "\n";
+      std::to_string(in_flight_->load()) + "\n";
   return r;
 }
 

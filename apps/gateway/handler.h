@@ -84,6 +84,10 @@ class Handler {
     std::string instance;
     // Whether `store` may block (Redis): then even a fresh hit is a worker's.
     bool store_may_block = true;
+    // Whether a breaker may ask a shared state (Redis) when a call starts.
+    bool circuits_may_block = true;
+    // The event loop of TryHandleAsync's upstream calls; null: none.
+    boost::asio::io_context* loop = nullptr;
   };
 
   explicit Handler(Deps deps);
@@ -94,6 +98,13 @@ class Handler {
   // FORCED_OPEN circuit (with its stale snapshot when there is one), each
   // exactly as Handle() answers it. nullopt: run Handle() on a worker.
   std::optional<HttpResponse> TryAnswerNow(const HttpRequest& request);
+
+  // Starts `request` on the event loop (Deps::loop) when nothing but the
+  // upstream exchange would wait: an uncached route or a write, with
+  // circuits that never ask Redis. `done` gets the answer Handle() would
+  // give, once, on a thread of the loop (or at once, for a refusal). False:
+  // not such a request; run Handle() on a worker.
+  bool TryHandleAsync(const HttpRequest& request, std::function<void(HttpResponse)> done);
 
   // The answer to `request`. May block (the upstream, single-flight, Redis).
   HttpResponse Handle(const HttpRequest& request);
@@ -155,6 +166,12 @@ class Handler {
                       const Snapshot* snap, Duration waited);
   Fetched CallUpstream(const CompiledRoute& route, std::string_view key,
                        const UpstreamRequest& upstream_request);
+  // What the upstream's reply (or its absence) means for `route`; counted.
+  Fetched Judge(const CompiledRoute& route, Result<UpstreamReply> reply);
+  UpstreamRequest UpstreamRequestFor(const CompiledRoute& route, const Params& params,
+                                     const HttpRequest& request, std::string_view query) const;
+  // The answer to an uncached read (`get`) or a write, once called.
+  HttpResponse Forwarded(CompiledRoute& route, std::string_view key, const Fetched& f, bool get);
   HttpResponse HandleAdmin(const HttpRequest& request, std::string_view path);
   HttpResponse Metrics() const;
   HttpResponse Ready() const;
@@ -162,11 +179,14 @@ class Handler {
   const Deps deps_;
   std::vector<std::unique_ptr<CompiledRoute>> routes_;
   std::vector<std::unique_ptr<UpstreamPool>> pools_;
+  // Per upstream, when Deps::loop is set.
+  std::vector<std::unique_ptr<AsyncUpstreamPool>> async_pools_;
   // Per upstream: 2xx, 3xx, 4xx, 5xx, error.
   std::vector<std::unique_ptr<std::array<std::atomic<std::uint64_t>, 5>>> upstream_counts_;
   SingleFlight<Fetched> flight_;
   std::atomic<std::uint64_t> merged_{0};
-  std::atomic<std::int64_t> in_flight_{0};
+  std::shared_ptr<std::atomic<std::int64_t>> in_flight_ =
+      std::make_shared<std::atomic<std::int64_t>>(0);
   std::atomic<std::uint64_t> upstream_calls_{0};
   std::atomic<bool> draining_{false};
 };

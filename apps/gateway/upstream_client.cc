@@ -1,12 +1,19 @@
 #include "apps/gateway/upstream_client.h"
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <optional>
 
+#include "fusebox/internal/mutex.h"
+#include "fusebox/internal/thread_annotations.h"
 #include "fusebox/meta/response.h"
 
 namespace fusebox::gateway {
@@ -15,6 +22,100 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+
+namespace {
+
+// An idle keep-alive connection may have been closed by the upstream while it
+// waited; a non-blocking peek tells (would_block: still open).
+bool StillOpen(tcp::socket& s) {
+  beast::error_code ec;
+  if (!s.is_open()) return false;
+  s.non_blocking(true, ec);
+  if (ec) return false;
+  char byte;
+  s.receive(asio::buffer(&byte, 1), tcp::socket::message_peek, ec);
+  // Its own error code: reusing `ec` here overwrote the peek's would_block
+  // with success, so every idle connection looked closed and was dropped
+  // (one new upstream connection per request).
+  beast::error_code restore;
+  s.non_blocking(false, restore);
+  // Data on an idle connection is a protocol error too: drop it.
+  return ec == asio::error::would_block && !restore;
+}
+
+Status ErrorStatus(const UpstreamConfig& config, beast::error_code ec, std::string_view during) {
+  const std::string where = "upstream " + config.name;
+  if (ec == beast::error::timeout) {
+    return Status(StatusCode::kTimeout, where + ": deadline passed during " + std::string(during));
+  }
+  return Status::Unavailable(where + ": " + std::string(during) + ": " + ec.message());
+}
+
+http::request<http::string_body> ToBeast(const UpstreamConfig& config,
+                                         const UpstreamRequest& request) {
+  http::request<http::string_body> req;
+  req.method_string(request.method);
+  req.target(request.target);
+  req.version(11);
+  for (const auto& [k, v] : request.headers) req.insert(k, v);
+  req.set(http::field::host, config.host + ":" + std::to_string(config.port));
+  req.keep_alive(true);
+  req.body() = request.body;
+  req.prepare_payload();
+  return req;
+}
+
+void LimitReply(http::response_parser<http::string_body>& parser) {
+  parser.body_limit(UpstreamPool::kMaxReplyBytes);
+  parser.header_limit(64 * 1024);
+}
+
+UpstreamReply ToReply(http::response<http::string_body>& res) {
+  UpstreamReply reply;
+  reply.status = static_cast<int>(res.result_int());
+  for (const auto& field : res) {
+    reply.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  reply.body = std::move(res.body());
+  return reply;
+}
+
+std::chrono::steady_clock::duration Steady(Duration d) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(d);
+}
+
+}  // namespace
+
+// At most `limit` idle connections; one taken from here is still open.
+template <typename C>
+class IdleConnections {
+ public:
+  explicit IdleConnections(int limit) : limit_(static_cast<std::size_t>(limit)) {}
+
+  // An idle connection the upstream has not closed meanwhile, or null.
+  std::unique_ptr<C> Take() FUSEBOX_EXCLUDES(mu_) {
+    for (;;) {
+      std::unique_ptr<C> c;
+      {
+        internal::MutexLock lock(&mu_);
+        if (idle_.empty()) return nullptr;
+        c = std::move(idle_.back());
+        idle_.pop_back();
+      }
+      if (StillOpen(c->stream.socket())) return c;
+    }
+  }
+
+  void Put(std::unique_ptr<C> c) FUSEBOX_EXCLUDES(mu_) {
+    internal::MutexLock lock(&mu_);
+    if (idle_.size() < limit_) idle_.push_back(std::move(c));
+  }
+
+ private:
+  const std::size_t limit_;
+  internal::Mutex mu_;
+  std::vector<std::unique_ptr<C>> idle_ FUSEBOX_GUARDED_BY(mu_);
+};
 
 struct UpstreamPool::Connection {
   asio::io_context ioc{1};
@@ -26,25 +127,6 @@ struct UpstreamPool::Connection {
     ioc.restart();
     ioc.run();
   }
-
-  // An idle keep-alive connection may have been closed by the upstream while
-  // it waited; a non-blocking peek tells (would_block: still open).
-  bool StillOpen() {
-    beast::error_code ec;
-    tcp::socket& s = stream.socket();
-    if (!s.is_open()) return false;
-    s.non_blocking(true, ec);
-    if (ec) return false;
-    char byte;
-    s.receive(asio::buffer(&byte, 1), tcp::socket::message_peek, ec);
-    // Its own error code: reusing `ec` here overwrote the peek's would_block
-    // with success, so every idle connection looked closed and was dropped
-    // (one new upstream connection per request).
-    beast::error_code restore;
-    s.non_blocking(false, restore);
-    // Data on an idle connection is a protocol error too: drop it.
-    return ec == asio::error::would_block && !restore;
-  }
 };
 
 std::string UpstreamReply::Header(std::string_view name) const {
@@ -54,49 +136,19 @@ std::string UpstreamReply::Header(std::string_view name) const {
   return "";
 }
 
-UpstreamPool::UpstreamPool(UpstreamConfig config) : config_(std::move(config)) {}
+UpstreamPool::UpstreamPool(UpstreamConfig config)
+    : config_(std::move(config)),
+      idle_(std::make_unique<IdleConnections<Connection>>(config_.pool_size)) {}
 
 UpstreamPool::~UpstreamPool() = default;
 
-std::unique_ptr<UpstreamPool::Connection> UpstreamPool::TakeIdle() {
-  for (;;) {
-    std::unique_ptr<Connection> c;
-    {
-      internal::MutexLock lock(&mu_);
-      if (idle_.empty()) return nullptr;
-      c = std::move(idle_.back());
-      idle_.pop_back();
-    }
-    if (c->StillOpen()) return c;
-  }
-}
-
-void UpstreamPool::GiveBack(std::unique_ptr<Connection> c) {
-  internal::MutexLock lock(&mu_);
-  if (idle_.size() < static_cast<std::size_t>(config_.pool_size)) idle_.push_back(std::move(c));
-}
-
 Result<UpstreamReply> UpstreamPool::Send(const UpstreamRequest& request) {
-  const std::string where = "upstream " + config_.name;
-  auto fail = [&](beast::error_code ec, std::string_view during) -> Status {
-    if (ec == beast::error::timeout) {
-      return Status(StatusCode::kTimeout,
-                    where + ": deadline passed during " + std::string(during));
-    }
-    return Status::Unavailable(where + ": " + std::string(during) + ": " + ec.message());
+  auto fail = [&](beast::error_code ec, std::string_view during) {
+    return ErrorStatus(config_, ec, during);
   };
+  http::request<http::string_body> req = ToBeast(config_, request);
 
-  http::request<http::string_body> req;
-  req.method_string(request.method);
-  req.target(request.target);
-  req.version(11);
-  for (const auto& [k, v] : request.headers) req.insert(k, v);
-  req.set(http::field::host, config_.host + ":" + std::to_string(config_.port));
-  req.keep_alive(true);
-  req.body() = request.body;
-  req.prepare_payload();
-
-  std::unique_ptr<Connection> conn = TakeIdle();
+  std::unique_ptr<Connection> conn = idle_->Take();
   if (!conn) {
     conn = std::make_unique<Connection>();
     beast::error_code ec;
@@ -104,7 +156,7 @@ Result<UpstreamReply> UpstreamPool::Send(const UpstreamRequest& request) {
     tcp::resolver::results_type endpoints =
         resolver.resolve(config_.host, std::to_string(config_.port), ec);
     if (ec) return fail(ec, "resolve");
-    conn->stream.expires_after(std::min(config_.connect_timeout, request.timeout));
+    conn->stream.expires_after(Steady(std::min(config_.connect_timeout, request.timeout)));
     conn->stream.async_connect(endpoints,
                                [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
     conn->Run();
@@ -114,32 +166,147 @@ Result<UpstreamReply> UpstreamPool::Send(const UpstreamRequest& request) {
   }
 
   // One deadline for writing the request and reading the whole reply.
-  conn->stream.expires_after(request.timeout);
+  conn->stream.expires_after(Steady(request.timeout));
   beast::error_code ec;
   http::async_write(conn->stream, req, [&](beast::error_code e, std::size_t) { ec = e; });
   conn->Run();
   if (ec) return fail(ec, "write");
 
   http::response_parser<http::string_body> parser;
-  parser.body_limit(kMaxReplyBytes);
-  parser.header_limit(64 * 1024);
+  LimitReply(parser);
   http::async_read(conn->stream, conn->buffer, parser,
                    [&](beast::error_code e, std::size_t) { ec = e; });
   conn->Run();
   if (ec) return fail(ec, "read");
 
   http::response<http::string_body> res = parser.release();
-  UpstreamReply reply;
-  reply.status = static_cast<int>(res.result_int());
-  for (const auto& field : res) {
-    reply.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
-  }
-  reply.body = std::move(res.body());
+  UpstreamReply reply = ToReply(res);
   if (res.keep_alive()) {
     conn->stream.expires_never();
-    GiveBack(std::move(conn));
+    idle_->Put(std::move(conn));
   }
   return reply;
+}
+
+// --- AsyncUpstreamPool -----------------------------------------------------
+
+struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool::Impl> {
+  // One keep-alive connection, on a strand of its own.
+  struct Connection {
+    explicit Connection(asio::io_context& ioc) : stream(asio::make_strand(ioc)) {}
+    beast::tcp_stream stream;
+    beast::flat_buffer buffer;
+  };
+
+  // One call: its connection, request, parser and callback, kept alive by
+  // the operation in progress.
+  struct Exchange : std::enable_shared_from_this<Exchange> {
+    std::shared_ptr<Impl> pool;
+    std::unique_ptr<Connection> conn;
+    http::request<http::string_body> req;
+    std::optional<http::response_parser<http::string_body>> parser;
+    Duration timeout{};
+    std::chrono::steady_clock::time_point deadline;
+    Done done;
+
+    void Fail(beast::error_code ec, std::string_view during) {
+      done(ErrorStatus(pool->config, ec, during));
+    }
+    // What is left of the deadline (the whole call, connect included).
+    std::chrono::steady_clock::duration Left() const {
+      return std::max(deadline - std::chrono::steady_clock::now(),
+                      std::chrono::steady_clock::duration::zero());
+    }
+
+    void Connect() {
+      conn->stream.expires_after(std::min(Steady(pool->config.connect_timeout), Left()));
+      conn->stream.async_connect(
+          pool->endpoints, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
+            if (ec) return self->Fail(ec, "connect");
+            self->conn->stream.socket().set_option(tcp::no_delay(true), ec);
+            self->pool->opened.fetch_add(1, std::memory_order_relaxed);
+            self->Write();
+          });
+    }
+
+    void Write() {
+      conn->stream.expires_after(Left());
+      http::async_write(conn->stream, req,
+                        [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                          if (ec) return self->Fail(ec, "write");
+                          self->Read();
+                        });
+    }
+
+    void Read() {
+      parser.emplace();
+      LimitReply(*parser);
+      http::async_read(conn->stream, conn->buffer, *parser,
+                       [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                         if (ec) return self->Fail(ec, "read");
+                         http::response<http::string_body> res = self->parser->release();
+                         UpstreamReply reply = ToReply(res);
+                         if (res.keep_alive()) {
+                           self->conn->stream.expires_never();
+                           self->pool->idle.Put(std::move(self->conn));
+                         }
+                         self->done(std::move(reply));
+                       });
+    }
+  };
+
+  Impl(asio::io_context& io, UpstreamConfig c) : ioc(io), config(std::move(c)) {}
+
+  asio::io_context& ioc;
+  const UpstreamConfig config;
+  // Resolved once, by the first call that needs a connection (a numeric
+  // host resolves at once); written under `mu`, read-only once `resolved`.
+  tcp::resolver::results_type endpoints;
+  std::atomic<std::uint64_t> opened{0};
+  IdleConnections<Connection> idle{config.pool_size};
+  internal::Mutex mu;
+  bool resolved FUSEBOX_GUARDED_BY(mu) = false;
+};
+
+AsyncUpstreamPool::AsyncUpstreamPool(asio::io_context& ioc, UpstreamConfig config)
+    : impl_(std::make_shared<Impl>(ioc, std::move(config))) {}
+
+AsyncUpstreamPool::~AsyncUpstreamPool() = default;
+
+const UpstreamConfig& AsyncUpstreamPool::config() const { return impl_->config; }
+
+std::uint64_t AsyncUpstreamPool::connections_opened() const {
+  return impl_->opened.load(std::memory_order_relaxed);
+}
+
+void AsyncUpstreamPool::Send(UpstreamRequest request, Done done) {
+  auto x = std::make_shared<Impl::Exchange>();
+  x->pool = impl_;
+  x->req = ToBeast(impl_->config, request);
+  x->deadline = std::chrono::steady_clock::now() + Steady(request.timeout);
+  x->done = std::move(done);
+  x->conn = impl_->idle.Take();
+  if (x->conn) {
+    // Onto the connection's strand: its operations never run concurrently.
+    asio::dispatch(x->conn->stream.get_executor(), [x] { x->Write(); });
+    return;
+  }
+  beast::error_code ec;
+  {
+    internal::MutexLock lock(&impl_->mu);
+    if (!impl_->resolved) {
+      tcp::resolver resolver(impl_->ioc);
+      impl_->endpoints =
+          resolver.resolve(impl_->config.host, std::to_string(impl_->config.port), ec);
+      impl_->resolved = !ec;
+    }
+  }
+  if (ec) {
+    asio::post(impl_->ioc, [x, ec] { x->Fail(ec, "resolve"); });
+    return;
+  }
+  x->conn = std::make_unique<Impl::Connection>(impl_->ioc);
+  asio::dispatch(x->conn->stream.get_executor(), [x] { x->Connect(); });
 }
 
 }  // namespace fusebox::gateway

@@ -1,8 +1,9 @@
 // apps/gateway/upstream_client.h: HTTP/1.1 calls to one upstream over a pool
 // of keep-alive connections, each call bounded by a deadline.
 //
-// The call is synchronous: it runs on one of the gateway's worker threads,
-// under the breakers (RunProviderCall is a blocking call around a function).
+// UpstreamPool's call is synchronous: it runs on one of the gateway's worker
+// threads, under the breakers (RunProviderCall is a blocking call around a
+// function). AsyncUpstreamPool (below) runs on the gateway's event loop.
 // Each pooled connection owns a small io_context of its own, so that a call
 // can use Beast's timed asynchronous operations (connect, write, read, each
 // bounded by what is left of the deadline) from whatever worker thread holds
@@ -22,19 +23,26 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "apps/gateway/config.h"
-#include "fusebox/internal/mutex.h"
-#include "fusebox/internal/thread_annotations.h"
 #include "fusebox/result.h"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
 
 namespace fusebox::gateway {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// A pool's idle keep-alive connections (upstream_client.cc).
+template <typename C>
+class IdleConnections;
 
 struct UpstreamRequest {
   std::string method = "GET";
@@ -76,13 +84,41 @@ class UpstreamPool {
 
  private:
   struct Connection;
-  std::unique_ptr<Connection> TakeIdle() FUSEBOX_EXCLUDES(mu_);
-  void GiveBack(std::unique_ptr<Connection> c) FUSEBOX_EXCLUDES(mu_);
 
   const UpstreamConfig config_;
   std::atomic<std::uint64_t> opened_{0};
-  internal::Mutex mu_;
-  std::vector<std::unique_ptr<Connection>> idle_ FUSEBOX_GUARDED_BY(mu_);
+  const std::unique_ptr<IdleConnections<Connection>> idle_;
+};
+
+// The same calls on the gateway's event loop, for a call that nothing else
+// blocks (an uncached route or a write, without Redis): connect, write and
+// read are asynchronous operations on `ioc`, each exchange on a strand of its
+// own, so a call costs no worker thread and no thread hop. Keep-alive
+// connections are pooled as in UpstreamPool; the deadline is the same.
+//
+//   AsyncUpstreamPool pool(ioc, config);
+//   pool.Send(std::move(request), [](Result<UpstreamReply> reply) { ... });
+//
+// `done` runs once, on a thread running `ioc`; never if `ioc` stops first.
+// Thread-safe; the pool must outlive the operations it started (stop `ioc`
+// and join its threads first).
+class AsyncUpstreamPool {
+ public:
+  using Done = std::function<void(Result<UpstreamReply>)>;
+
+  AsyncUpstreamPool(boost::asio::io_context& ioc, UpstreamConfig config);
+  ~AsyncUpstreamPool();
+  AsyncUpstreamPool(const AsyncUpstreamPool&) = delete;
+  AsyncUpstreamPool& operator=(const AsyncUpstreamPool&) = delete;
+
+  void Send(UpstreamRequest request, Done done);
+
+  const UpstreamConfig& config() const;
+  std::uint64_t connections_opened() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace fusebox::gateway

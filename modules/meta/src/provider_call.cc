@@ -1,5 +1,6 @@
 #include "fusebox/meta/provider_call.h"
 
+#include <cassert>
 #include <cmath>
 #include <cstdlib>
 
@@ -211,6 +212,39 @@ Outcome QuotaOutcome(const ProviderError* error, Duration elapsed) {
 }
 
 }  // namespace internal
+
+std::variant<ProviderCall, ProviderError> ProviderCall::Start(Registry& registry,
+                                                              std::string_view key) {
+  assert(!key.empty() && "a provider call needs a key (ProviderCircuitKey)");
+  internal::ProviderCircuits circuits = internal::GetProviderCircuits(registry, key);
+  Clock& clock = registry.clock();
+  if (std::optional<ProviderError> refused = internal::RejectWithoutPermit(circuits, clock)) {
+    return *std::move(refused);
+  }
+  Result<Permit> outer = circuits.transient->TryAcquire();
+  if (!outer) {
+    return internal::RejectionError(ConnCode::kConn003Transient, outer.error(), clock);
+  }
+  Result<Permit> inner = circuits.quota->TryAcquire();
+  if (!inner) {
+    // Meta was not called: nothing to say about transient failures.
+    outer->Ignore();
+    return internal::RejectionError(ConnCode::kConn008RateLimit, inner.error(), clock);
+  }
+  return ProviderCall(std::move(circuits), *std::move(outer), *std::move(inner), clock);
+}
+
+void ProviderCall::Finish(const ProviderError* error) && {
+  const Duration elapsed = clock_->Now() - start_;
+  inner_.Record(internal::QuotaOutcome(error, elapsed));
+  outer_.Record(internal::TransientOutcome(error, elapsed));
+}
+
+void ProviderCall::FinishWithException() && {
+  const Duration elapsed = clock_->Now() - start_;
+  inner_.Record(Outcome::Ignored(elapsed));
+  outer_.Record(Outcome::Failure(elapsed));
+}
 
 std::optional<ProviderError> RejectIfOpen(Registry& registry, std::string_view key) {
   std::string name(key);

@@ -114,6 +114,38 @@ TEST_F(ProviderCallTest, RejectIfOpenGivesRunProviderCallsRefusalWithoutACall) {
   EXPECT_EQ(StateOf("quota"), State::kClosed);
 }
 
+TEST_F(ProviderCallTest, ProviderCallInTwoHalvesRecordsWhatRunProviderCallRecords) {
+  // A rate limit finished later opens the quota circuit for its recovery time.
+  auto started = ProviderCall::Start(*registry_, key_);
+  ASSERT_TRUE(std::holds_alternative<ProviderCall>(started));
+  clock_.Advance(seconds(2));
+  const ProviderError limited = Err(ConnCode::kConn008RateLimit, 429, seconds(90));
+  std::get<ProviderCall>(std::move(started)).Finish(&limited);
+  EXPECT_EQ(StateOf("quota"), State::kOpen);
+  EXPECT_EQ(StateOf("transient"), State::kClosed);  // Meta answered
+  const CircuitBreakerTotals transient = registry_->Find(key_ + ":transient")->totals();
+  EXPECT_EQ(transient.calls[static_cast<int>(OutcomeKind::kSuccess)], 1);
+  EXPECT_EQ(transient.call_time[static_cast<int>(OutcomeKind::kSuccess)], seconds(2));
+  // Refused now, as RunProviderCall would be.
+  auto refused = ProviderCall::Start(*registry_, key_);
+  ASSERT_TRUE(std::holds_alternative<ProviderError>(refused));
+  EXPECT_EQ(std::get<ProviderError>(refused).code, ConnCode::kConn008RateLimit);
+  EXPECT_TRUE(std::get<ProviderError>(refused).circuit_open);
+
+  // A call dropped without Finish() gives its permits back: the quota's
+  // single half-open probe is free again.
+  clock_.Advance(seconds(90) + Duration(1));
+  {
+    auto probe = ProviderCall::Start(*registry_, key_);
+    ASSERT_TRUE(std::holds_alternative<ProviderCall>(probe));
+    EXPECT_EQ(StateOf("quota"), State::kHalfOpen);
+  }
+  auto again = ProviderCall::Start(*registry_, key_);
+  ASSERT_TRUE(std::holds_alternative<ProviderCall>(again));
+  std::get<ProviderCall>(std::move(again)).Finish(nullptr);
+  EXPECT_EQ(StateOf("quota"), State::kClosed);
+}
+
 TEST_F(ProviderCallTest, QuotaUsesDefault120sWithoutRetryAfter) {
   (void)Call(Err(ConnCode::kConn008RateLimit, 400));
   ProviderResult<std::string> r = Call(std::string("x"));

@@ -182,6 +182,51 @@ Outcome QuotaOutcome(const ProviderError* error, Duration elapsed);
 // and hands every other call to a thread that may block.
 std::optional<ProviderError> RejectIfOpen(Registry& registry, std::string_view key);
 
+// RunProviderCall in two halves, for a caller that calls the provider
+// asynchronously: Start() asks both circuits (transient, then quota) and
+// returns the call's permits or the refusal; the caller calls the provider
+// and gives what it got to Finish(), which records it in both circuits
+// exactly as RunProviderCall does. A ProviderCall dropped without Finish()
+// gives both permits back (the call never happened). It holds its circuits,
+// so it may outlive the registry.
+//
+//   std::variant<ProviderCall, ProviderError> call = ProviderCall::Start(registry, key);
+//   if (auto* refused = std::get_if<ProviderError>(&call)) return Reply(*refused);
+//   client.AsyncSend(..., [call = std::get<ProviderCall>(std::move(call))](Reply r) mutable {
+//     ProviderError e = ...;                    // from r
+//     call.Finish(r.ok() ? nullptr : &e);
+//   });
+//
+// Start() may block where TryAcquire() may (a circuit with a shared state);
+// without one it never blocks.
+class ProviderCall {
+ public:
+  static std::variant<ProviderCall, ProviderError> Start(Registry& registry, std::string_view key);
+
+  ProviderCall(ProviderCall&&) = default;
+  ProviderCall& operator=(ProviderCall&&) = default;
+
+  // Records the call's result: nullptr for a success, else its error. Once.
+  void Finish(const ProviderError* error) &&;
+  // Records a call that ended in an exception (a transient failure).
+  void FinishWithException() &&;
+
+ private:
+  ProviderCall(internal::ProviderCircuits circuits, Permit outer, Permit inner, Clock& clock)
+      : circuits_(std::move(circuits)),
+        outer_(std::move(outer)),
+        inner_(std::move(inner)),
+        clock_(&clock),
+        start_(clock.Now()) {}
+
+  // Kept alive while the call is pending (a registry may drop them meanwhile).
+  internal::ProviderCircuits circuits_;
+  Permit outer_;  // the transient circuit's
+  Permit inner_;  // the quota circuit's
+  Clock* clock_;
+  TimePoint start_;
+};
+
 // Runs `fn` (returning ProviderResult<T>) under the two circuits of `key`, as
 // seed 000's runProviderCall: transient outside, quota inside. Returns what
 // `fn` returned, unchanged, or a circuit's rejection (circuit_open == true;
@@ -190,32 +235,15 @@ std::optional<ProviderError> RejectIfOpen(Registry& registry, std::string_view k
 template <typename F>
 auto RunProviderCall(Registry& registry, std::string_view key, F&& fn) -> std::invoke_result_t<F&> {
   using R = std::invoke_result_t<F&>;
-  assert(!key.empty() && "RunProviderCall needs a key (ProviderCircuitKey)");
-  internal::ProviderCircuits circuits = internal::GetProviderCircuits(registry, key);
-  Clock& clock = registry.clock();
-  if (std::optional<ProviderError> refused = internal::RejectWithoutPermit(circuits, clock)) {
-    return *std::move(refused);
-  }
-  Result<Permit> outer = circuits.transient->TryAcquire();
-  if (!outer) return internal::RejectionError(ConnCode::kConn003Transient, outer.error(), clock);
-  Result<Permit> inner = circuits.quota->TryAcquire();
-  if (!inner) {
-    // Meta was not called: nothing to say about transient failures.
-    outer->Ignore();
-    return internal::RejectionError(ConnCode::kConn008RateLimit, inner.error(), clock);
-  }
-  const TimePoint start = clock.Now();
+  std::variant<ProviderCall, ProviderError> started = ProviderCall::Start(registry, key);
+  if (ProviderError* refused = std::get_if<ProviderError>(&started)) return std::move(*refused);
+  ProviderCall& call = std::get<ProviderCall>(started);
   try {
     R r = fn();
-    const Duration elapsed = clock.Now() - start;
-    const ProviderError* error = r.has_value() ? nullptr : &r.error();
-    inner->Record(internal::QuotaOutcome(error, elapsed));
-    outer->Record(internal::TransientOutcome(error, elapsed));
+    std::move(call).Finish(r.has_value() ? nullptr : &r.error());
     return r;
   } catch (...) {
-    const Duration elapsed = clock.Now() - start;
-    inner->Record(Outcome::Ignored(elapsed));
-    outer->Record(Outcome::Failure(elapsed));
+    std::move(call).FinishWithException();
     throw;
   }
 }

@@ -128,7 +128,15 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   enum class Phase : std::uint8_t { kIdle, kReading, kBusy, kWriting, kSse, kClosed };
 
-  Session(tcp::socket socket, ServerContext& ctx)
+  // The connection's strand, as a concrete type: a type-erased executor
+  // (beast::tcp_stream's any_io_executor) allocates a copy of the strand for
+  // every operation it starts.
+  using Strand = asio::strand<asio::io_context::executor_type>;
+  using Stream = beast::basic_stream<tcp, Strand>;
+  using Timer = asio::basic_waitable_timer<std::chrono::steady_clock,
+                                           asio::wait_traits<std::chrono::steady_clock>, Strand>;
+
+  Session(Stream::socket_type socket, ServerContext& ctx)
       : ctx_(ctx), table_(ctx.table), stream_(std::move(socket)), timer_(stream_.get_executor()) {}
 
   ~Session() { table_->Remove(id_); }
@@ -356,8 +364,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   ServerContext& ctx_;
   const std::shared_ptr<SessionTable> table_;
-  beast::tcp_stream stream_;
-  asio::steady_timer timer_;
+  Stream stream_;
+  Timer timer_;
   std::uint64_t timer_gen_ = 0;
   bool timed_out_ = false;
   beast::flat_buffer buffer_;
@@ -403,13 +411,14 @@ struct Gateway::Impl {
   bool shut_down FUSEBOX_GUARDED_BY(shutdown_mu) = false;
 
   void Accept() {
-    acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
-      if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-      if (!ec && !table->draining.load()) {
-        std::make_shared<Session>(std::move(s), ctx)->Start();
-      }
-      Accept();
-    });
+    acceptor.async_accept(asio::make_strand(ioc),
+                          [this](beast::error_code ec, Session::Stream::socket_type s) {
+                            if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+                            if (!ec && !table->draining.load()) {
+                              std::make_shared<Session>(std::move(s), ctx)->Start();
+                            }
+                            Accept();
+                          });
   }
 
   void Broadcast(const std::string& event) {

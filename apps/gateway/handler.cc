@@ -52,11 +52,18 @@ bool IsJsonContentType(std::string_view ct) {
   return type.size() > 5 && meta::EqualsIgnoreCase(type.substr(type.size() - 5), "+json");
 }
 
+bool IsJsonBody(const UpstreamReply& reply) {
+  return IsJsonContentType(reply.Header("Content-Type")) && Json::accept(reply.body);
+}
+
 // A snapshot's stored form: "j\n<json>" or "t\n<text>", so that a fresh hit
 // knows how to embed it without parsing it again.
 std::string EncodeSnapshot(const UpstreamReply& reply) {
-  const bool json = IsJsonContentType(reply.Header("Content-Type")) && Json::accept(reply.body);
-  return std::string(json ? "j\n" : "t\n") + reply.body;
+  return std::string(IsJsonBody(reply) ? "j\n" : "t\n") + reply.body;
+}
+
+std::string JsonString(std::string_view text) {
+  return Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 // The JSON text for "data": the body itself when it is JSON, else a string.
@@ -65,12 +72,14 @@ std::string DataJson(std::string_view encoded) {
     return std::string(encoded.substr(2));
   }
   if (encoded.size() >= 2 && encoded[0] == 't' && encoded[1] == '\n') encoded.remove_prefix(2);
-  return Json(std::string(encoded)).dump(-1, ' ', false, Json::error_handler_t::replace);
+  return JsonString(encoded);
 }
 
 std::string Envelope(std::string_view data_json, bool stale, seconds age,
                      const meta::ProviderError* hidden) {
-  std::string out = "{\"data\":";
+  std::string out;
+  out.reserve(data_json.size() + 64);
+  out += "{\"data\":";
   out += data_json;
   out += stale ? ",\"stale\":true" : ",\"stale\":false";
   out += ",\"age_seconds\":" + std::to_string(age.count());
@@ -81,6 +90,13 @@ std::string Envelope(std::string_view data_json, bool stale, seconds age,
   }
   out += '}';
   return out;
+}
+
+// The envelope of a reply just received (not stale, age 0), with its body
+// copied once.
+std::string ReplyEnvelope(const UpstreamReply& reply) {
+  if (IsJsonBody(reply)) return Envelope(reply.body, false, seconds(0), nullptr);
+  return Envelope(JsonString(reply.body), false, seconds(0), nullptr);
 }
 
 std::string EscapeLabel(std::string_view v) {
@@ -477,7 +493,7 @@ HttpResponse Handler::Forwarded(CompiledRoute& route, std::string_view key, cons
   Count(route, kMiss);
   HttpResponse r;
   r.status = f.reply->status;
-  r.body = Envelope(DataJson(EncodeSnapshot(*f.reply)), false, seconds(0), nullptr);
+  r.body = ReplyEnvelope(*f.reply);
   r.headers.emplace_back("Cache-Status", get ? "fusebox; fwd=bypass" : "fusebox; fwd=method");
   return Finish(std::move(r), key);
 }
@@ -485,7 +501,7 @@ HttpResponse Handler::Forwarded(CompiledRoute& route, std::string_view key, cons
 bool Handler::TryHandleAsync(const HttpRequest& request, std::function<void(HttpResponse)> done) {
   // Only where nothing but the upstream exchange waits: circuits that never
   // ask Redis, and no snapshot store or single-flight in the way.
-  if (async_pools_.empty() || deps_.circuits_may_block) return false;
+  if (!CanRunAsync()) return false;
   const auto [path, query] = SplitTarget(request.target);
   Matched m = Match(request, path);
   if (m.route == nullptr) return false;
@@ -556,7 +572,7 @@ HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
     Count(route, kMiss);
     HttpResponse r;
     r.status = f.reply->status;
-    r.body = Envelope(DataJson(EncodeSnapshot(*f.reply)), false, seconds(0), nullptr);
+    r.body = ReplyEnvelope(*f.reply);
     std::string cs =
         "fusebox; fwd=miss; fwd-status=" + std::to_string(f.reply->status) + "; stored";
     if (!leader) cs += "; collapsed";

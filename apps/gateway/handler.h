@@ -146,6 +146,8 @@ class Handler {
   std::optional<HttpResponse> Endpoint(std::string_view path) const;
   Matched Match(const HttpRequest& request, std::string_view path);
   static HttpResponse Unmatched(const Matched& m);
+  // Whether an uncached call can run on the event loop (TryHandleAsync).
+  bool CanRunAsync() const { return !async_pools_.empty() && !deps_.circuits_may_block; }
   std::optional<HttpResponse> TryAnswerRouteNow(CompiledRoute& route, const Params& params,
                                                 const HttpRequest& request, std::string_view query);
   HttpResponse HandleRoute(CompiledRoute& route, const Params& params, const HttpRequest& request,

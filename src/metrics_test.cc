@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -172,6 +173,33 @@ TEST_F(MetricsTest, DestroyedBreakerDropsItsCounters) {
   auto b = Breaker();
   EXPECT_EQ(metrics_.observed_breakers(), 1u);
   b.reset();
+  EXPECT_EQ(metrics_.observed_breakers(), 0u);
+}
+
+// Many breakers attached, every third one destroyed: each survivor still finds
+// its own series (the collector's table grows and closes the gaps it leaves).
+TEST_F(MetricsTest, SurvivorsKeepTheirSeriesWhenOthersAreDestroyed) {
+  constexpr int kBreakers = 1000;
+  std::vector<std::unique_ptr<CircuitBreaker>> breakers;
+  for (int i = 0; i < kBreakers; ++i) {
+    breakers.push_back(Breaker("b" + std::to_string(i)));
+    if (i % 2 == 0) Trip(*breakers.back());
+  }
+  EXPECT_EQ(metrics_.observed_breakers(), static_cast<std::size_t>(kBreakers));
+  for (int i = 0; i < kBreakers; i += 3) breakers[i].reset();
+  EXPECT_EQ(metrics_.observed_breakers(), static_cast<std::size_t>(kBreakers - 334));
+  for (int i = 0; i < kBreakers; ++i) {
+    if (breakers[i] == nullptr) continue;
+    const BreakerSample s = metrics_.Sample(*breakers[i]);
+    ASSERT_TRUE(s.observed) << s.name;
+    EXPECT_EQ(s.counters.transitions.size(), i % 2 == 0 ? 1u : 0u) << s.name;
+  }
+  // A new breaker attached after the deletions gets a fresh series.
+  auto fresh = Breaker("fresh");
+  EXPECT_TRUE(metrics_.Sample(*fresh).observed);
+  EXPECT_TRUE(metrics_.Sample(*fresh).counters.transitions.empty());
+  breakers.clear();
+  fresh.reset();
   EXPECT_EQ(metrics_.observed_breakers(), 0u);
 }
 

@@ -3,15 +3,20 @@
 // Built for a registry of thousands of breakers on every scrape (target:
 // 10,000 breakers in <= 20 ms, bench/metrics_benchmark.cc): one output string
 // grown in place, numbers through std::to_chars, each group's escaped name
-// label computed once, no iostreams and no per-line allocation.
+// label computed once and the text around it once per family (LineShape), so
+// that a line is four appends; breakers sorted on abbreviated keys (SortKey)
+// and read where they are rather than copied; no iostreams and no per-line
+// allocation.
 #include "fusebox/prometheus.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <iterator>
 #include <tuple>
-#include <unordered_map>
 
 #include "json_line.h"
 
@@ -39,6 +44,15 @@ bool ValidPrefix(std::string_view p) {
 void AppendLabelValue(std::string& out, std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
+    // The bytes that stay as they are (most names: all of them), in one append.
+    std::size_t plain = i;
+    while (plain < s.size() && static_cast<unsigned char>(s[plain]) < 0x80 && s[plain] != '\\' &&
+           s[plain] != '"' && s[plain] != '\n') {
+      ++plain;
+    }
+    out.append(s.substr(i, plain - i));
+    i = plain;
+    if (i == s.size()) break;
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
       const std::size_t n = internal::Utf8SequenceLength(s, i);
@@ -55,39 +69,32 @@ void AppendLabelValue(std::string& out, std::string_view s) {
       out.append("\\\\");
     } else if (c == '"') {
       out.append("\\\"");
-    } else if (c == '\n') {
+    } else {  // '\n'
       out.append("\\n");
-    } else {
-      out.push_back(static_cast<char>(c));
     }
     ++i;
   }
 }
 
-void AppendNumber(std::string& out, double v) {
+// A sample's value and the line's end, in one append: integers and floats
+// as std::to_chars writes them (shortest round-trip form).
+template <typename T>
+void AppendValueLine(std::string& out, T v) {
+  char buf[32];  // the longest double, "-1.7976931348623157e+308", and '\n'
+  char* end = std::to_chars(buf, buf + sizeof buf - 1, v).ptr;
+  *end++ = '\n';
+  out.append(buf, static_cast<std::size_t>(end - buf));
+}
+
+// Doubles also as the text format spells NaN and infinities.
+void AppendValueLine(std::string& out, double v) {
   if (std::isnan(v)) {
-    out.append("NaN");
+    out.append("NaN\n");
   } else if (std::isinf(v)) {
-    out.append(v > 0 ? "+Inf" : "-Inf");
+    out.append(v > 0 ? "+Inf\n" : "-Inf\n");
   } else {
-    char buf[32];
-    out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+    AppendValueLine<double>(out, v);
   }
-}
-
-void AppendNumber(std::string& out, float v) {
-  char buf[32];
-  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-}
-
-void AppendNumber(std::string& out, std::uint64_t v) {
-  char buf[24];
-  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-}
-
-void AppendNumber(std::string& out, std::int64_t v) {
-  char buf[24];
-  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
 }
 
 double Seconds(Duration d) { return static_cast<double>(d.count()) / 1e9; }
@@ -97,10 +104,11 @@ auto TransitionKey(const TransitionCount& t) {
                          static_cast<int>(t.reason));
 }
 
-// The breakers reported under one name label.
-struct Group {
-  // `name="..."`, escaped.
-  std::string name_label;
+// A rate below the minimum number of calls, and the rate of no breaker.
+constexpr float kNoRate = -1;
+
+// The sums (and worst values) of the breakers reported under one name label.
+struct Merged {
   std::int64_t members = 0;
   std::int64_t in_state[7] = {};
   int state_code = 0;
@@ -108,12 +116,56 @@ struct Group {
   std::int64_t buffered_successful = 0;
   std::int64_t window_slow_successful = 0;
   std::int64_t window_slow_failed = 0;
-  float failure_rate = -1;
-  float slow_call_rate = -1;
+  float failure_rate = kNoRate;
+  float slow_call_rate = kNoRate;
   BreakerCounters counters;
 };
 
-void Merge(Group& g, const BreakerSample& s) {
+// The breakers reported under one name label. A group of one breaker (every
+// group, without a label function) reads the breaker's sample where it is:
+// copies of 10,000 samples are megabytes allocated and freed per scrape, which
+// glibc may hand back to the system and fault in again on the next one.
+struct Group {
+  // `name="..."`, escaped; a view into Grouping::labels.
+  std::string_view name_label;
+  // Its only breaker; or nullptr, and `merged` holds its breakers' sums.
+  const BreakerSample* only = nullptr;
+  const Merged* merged = nullptr;
+
+  std::int64_t members() const { return only ? 1 : merged->members; }
+  std::int64_t in_state(State s) const {
+    return only ? (only->window.state == s ? 1 : 0) : merged->in_state[static_cast<int>(s)];
+  }
+  int state_code() const { return only ? StateCode(only->window.state) : merged->state_code; }
+  std::int64_t buffered_failed() const {
+    return only ? only->window.failed_calls : merged->buffered_failed;
+  }
+  std::int64_t buffered_successful() const {
+    return only ? only->window.successful_calls : merged->buffered_successful;
+  }
+  std::int64_t window_slow_successful() const {
+    return only ? only->window.slow_successful_calls : merged->window_slow_successful;
+  }
+  std::int64_t window_slow_failed() const {
+    return only ? only->window.slow_failed_calls : merged->window_slow_failed;
+  }
+  // As Merge computes them: the worst of kNoRate and the members'.
+  float failure_rate() const {
+    return only ? std::max(kNoRate, only->window.failure_rate) : merged->failure_rate;
+  }
+  float slow_call_rate() const {
+    return only ? std::max(kNoRate, only->window.slow_call_rate) : merged->slow_call_rate;
+  }
+  // Zero for a breaker no collector listener watches (see Merge).
+  const BreakerCounters& counters() const {
+    // Never destroyed, as SystemClock(): usable during static destruction.
+    static const BreakerCounters* const kNone = new BreakerCounters;
+    if (only) return only->observed ? only->counters : *kNone;
+    return merged->counters;
+  }
+};
+
+void Merge(Merged& g, const BreakerSample& s) {
   const CircuitBreakerMetrics& w = s.window;
   const int code = StateCode(w.state);
   g.in_state[static_cast<int>(w.state)] += 1;
@@ -154,29 +206,169 @@ void Merge(Group& g, const BreakerSample& s) {
   }
 }
 
-std::vector<Group> GroupBreakers(const std::vector<BreakerSample>& samples,
-                                 const LabelFunction& label) {
-  std::vector<Group> groups;
-  groups.reserve(samples.size());
-  std::unordered_map<std::string, std::size_t> index;
-  index.reserve(samples.size());
-  for (const BreakerSample& s : samples) {
-    std::string value = label ? label(s.name) : s.name;
-    auto [it, inserted] = index.try_emplace(std::move(value), groups.size());
-    if (inserted) {
-      Group& g = groups.emplace_back();
-      g.name_label.reserve(it->first.size() + 8);
-      g.name_label.append("name=\"");
-      AppendLabelValue(g.name_label, it->first);
-      g.name_label.push_back('"');
+// A breaker's label value as GroupBreakers sorts it. Values often share a
+// long prefix ("meta:read:178414000..."), so the key holds the eight bytes
+// after the prefix all values share as a big-endian integer, which compares
+// as those bytes do (an abbreviated key), then the rest of the value: most
+// comparisons end at the integer. The size orders two values that end within
+// those eight bytes (the shorter is then a prefix of the longer). Equal keys
+// are equal values.
+struct SortKey {
+  SortKey(std::string_view v, std::size_t shared, std::uint32_t i)
+      : rest(v.substr(std::min(v.size(), shared + 8))),
+        size(static_cast<std::uint32_t>(v.size())),
+        index(i) {
+    for (std::size_t j = shared; j < shared + 8; ++j) {
+      abbreviated = abbreviated << 8 | (j < v.size() ? static_cast<unsigned char>(v[j]) : 0u);
     }
-    Merge(groups[it->second], s);
   }
-  // Sorted by name, so that two scrapes of the same state are the same text
-  // (a registry's iteration order is its hash order).
-  std::sort(groups.begin(), groups.end(),
-            [](const Group& a, const Group& b) { return a.name_label < b.name_label; });
-  return groups;
+  auto Tie() const { return std::tie(abbreviated, rest, size); }
+
+  std::uint64_t abbreviated = 0;
+  std::string_view rest;
+  std::uint32_t size;
+  // The breaker's index in the snapshot.
+  std::uint32_t index;
+};
+
+// The length of the prefix that `first` shares with every value.
+template <typename Value>
+std::size_t SharedPrefix(std::string_view first, std::size_t n, const Value& value) {
+  std::size_t shared = first.size();
+  for (std::size_t i = 1; i < n; ++i) {
+    const std::string_view v = value(i);
+    const std::size_t limit = std::min(shared, v.size());
+    if (v.compare(0, limit, first, 0, limit) == 0) {
+      shared = limit;
+    } else {
+      shared = static_cast<std::size_t>(
+          std::mismatch(v.begin(), v.begin() + limit, first.begin()).first - v.begin());
+    }
+  }
+  return shared;
+}
+
+// Strings written back to back into one buffer: one allocation rather than
+// one per string. A view is valid until the next write.
+struct PackedStrings {
+  std::string text;
+  // Where each string ends in `text`.
+  std::vector<std::size_t> ends;
+
+  // Ends the string written to `text` since the last call.
+  void EndString() { ends.push_back(text.size()); }
+  std::string_view operator[](std::size_t i) const {
+    const std::size_t begin = i == 0 ? 0 : ends[i - 1];
+    return std::string_view(text).substr(begin, ends[i] - begin);
+  }
+};
+
+// The breakers grouped by name label, sorted by it so that two scrapes of the
+// same state are the same text (a registry's iteration order is its hash
+// order).
+struct Grouping {
+  Grouping() = default;
+  // The groups point into the other members and into the snapshot: filled in
+  // place by GroupBreakers, never copied or moved.
+  Grouping(const Grouping&) = delete;
+  Grouping& operator=(const Grouping&) = delete;
+
+  // The groups' escaped `name="..."`, which Group::name_label views.
+  PackedStrings labels;
+  // The groups of more than one breaker, which Group::merged points to.
+  std::vector<Merged> merged;
+  std::vector<Group> groups;
+};
+
+// Fills `out`, empty, with `samples` grouped; it points into `samples`.
+void GroupBreakers(const std::vector<BreakerSample>& samples, const LabelFunction& label,
+                   Grouping& out) {
+  const std::size_t n = samples.size();
+  if (n == 0) return;
+  assert(n <= UINT32_MAX && "SortKey::index");
+  // Each breaker's label value: its name, or what `label` maps it to.
+  PackedStrings mapped;
+  if (label) {
+    for (const BreakerSample& s : samples) {
+      mapped.text.append(label(s.name));
+      mapped.EndString();
+    }
+  }
+  const auto value = [&](std::size_t i) -> std::string_view {
+    return label ? mapped[i] : std::string_view(samples[i].name);
+  };
+
+  // The breakers sorted by value, so that equal values are adjacent; a
+  // group merges its members in snapshot order (stable sort).
+  const std::size_t shared = SharedPrefix(value(0), n, value);
+  std::vector<SortKey> keys;
+  keys.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    keys.emplace_back(value(i), shared, static_cast<std::uint32_t>(i));
+  }
+  std::stable_sort(keys.begin(), keys.end(),
+                   [](const SortKey& a, const SortKey& b) { return a.Tie() < b.Tie(); });
+
+  // One group per run of equal values, its label escaped once. `merged` is
+  // reserved first: the groups point into it.
+  const auto run_end = [&](std::size_t i) {
+    std::size_t end = i + 1;
+    while (end < n && keys[end].Tie() == keys[i].Tie()) ++end;
+    return end;
+  };
+  std::size_t groups = 0;
+  std::size_t merged = 0;
+  for (std::size_t i = 0, end = 0; i < n; i = end) {
+    end = run_end(i);
+    ++groups;
+    if (end - i > 1) ++merged;
+  }
+  out.groups.reserve(groups);
+  out.merged.reserve(merged);
+  out.labels.ends.reserve(groups);
+  for (std::size_t i = 0, end = 0; i < n; i = end) {
+    end = run_end(i);
+    out.labels.text.append("name=\"");
+    AppendLabelValue(out.labels.text, value(keys[i].index));
+    out.labels.text.push_back('"');
+    out.labels.EndString();
+    Group& g = out.groups.emplace_back();
+    if (end - i == 1) {
+      g.only = &samples[keys[i].index];
+    } else {
+      Merged& m = out.merged.emplace_back();
+      for (std::size_t j = i; j < end; ++j) Merge(m, samples[keys[j].index]);
+      g.merged = &m;
+    }
+  }
+  for (std::size_t i = 0; i < groups; ++i) out.groups[i].name_label = out.labels[i];
+
+  // The text is in the order of the escaped labels. They are in the order of
+  // the values unless escaping reorders them, which takes a byte below '"'
+  // (`name="a!"` sorts before `name="a"`), a character escaped with '\' or
+  // invalid UTF-8: rare, so checked rather than sorted for. Values that
+  // escape alike (invalid UTF-8 replaced by U+FFFD) stay distinct series.
+  const auto by_label = [](const Group& a, const Group& b) { return a.name_label < b.name_label; };
+  if (!std::is_sorted(out.groups.begin(), out.groups.end(), by_label)) {
+    std::stable_sort(out.groups.begin(), out.groups.end(), by_label);
+  }
+}
+
+// The constant text of a family's lines around the name label,
+// `<prefix>_<name>{<labels before>` and `<labels after>} `, built once per
+// render: a breaker's line is then head, name label, tail and value, four
+// appends instead of a dozen small ones.
+struct LineShape {
+  std::string head;
+  std::string tail;
+};
+
+// `key="value"`, for a value known not to need escaping.
+std::string RawLabelText(std::string_view key, std::string_view value) {
+  std::string text;
+  text.reserve(key.size() + value.size() + 3);
+  text.append(key).append("=\"").append(value).push_back('"');
+  return text;
 }
 
 class Writer {
@@ -196,6 +388,27 @@ class Writer {
     out_.push_back('\n');
   }
 
+  // The lines of family `name` with the labels `before` and `after` the name
+  // label (each `key="value"`, comma-separated; empty for none). Labels are
+  // written in sorted order, so which side a label goes on depends on its key.
+  LineShape Shape(std::string_view name, std::string_view before = {},
+                  std::string_view after = {}) const {
+    LineShape shape;
+    shape.head.append(prefix_).append("_").append(name).append("{").append(before);
+    if (!before.empty()) shape.head.push_back(',');
+    if (!after.empty()) shape.tail.append(",").append(after);
+    shape.tail.append("} ");
+    return shape;
+  }
+  // One line of `shape` for group `g`.
+  template <typename V>
+  void Line(const LineShape& shape, const Group& g, V value) {
+    out_.append(shape.head);
+    out_.append(g.name_label);
+    out_.append(shape.tail);
+    AppendValueLine(out_, value);
+  }
+
   // `<prefix>_<name>{` then labels, joined by the caller.
   void Open(std::string_view name) {
     Name(name);
@@ -204,8 +417,7 @@ class Writer {
   template <typename V>
   void Close(V value) {
     out_.append("} ");
-    AppendNumber(out_, value);
-    out_.push_back('\n');
+    AppendValueLine(out_, value);
   }
   // A label `key="value"` (value escaped), with a leading comma unless first.
   void Label(std::string_view key, std::string_view value, bool first = false) {
@@ -223,16 +435,16 @@ class Writer {
     out_.append(value);
     out_.push_back('"');
   }
-  void NameLabel(const Group& g, bool first) {
-    if (!first) out_.push_back(',');
+  // The name label, after others.
+  void NameLabel(const Group& g) {
+    out_.push_back(',');
     out_.append(g.name_label);
   }
   template <typename V>
   void Unlabelled(std::string_view name, V value) {
     Name(name);
     out_.push_back(' ');
-    AppendNumber(out_, value);
-    out_.push_back('\n');
+    AppendValueLine(out_, value);
   }
 
  private:
@@ -245,86 +457,78 @@ class Writer {
   std::string_view prefix_;
 };
 
+// The shapes of a family with one line per kind (successful, failed,
+// ignored), `kind="..."` before the name label.
+std::array<LineShape, 3> KindShapes(const Writer& w, std::string_view name) {
+  return {w.Shape(name, RawLabelText("kind", kKinds[0])),
+          w.Shape(name, RawLabelText("kind", kKinds[1])),
+          w.Shape(name, RawLabelText("kind", kKinds[2]))};
+}
+
 void WriteBreakers(Writer& w, const std::vector<Group>& groups, bool extensions, bool aggregated) {
   if (groups.empty()) return;
 
   // --- Resilience4j's Micrometer families (TaggedCircuitBreakerMetrics). ---
   w.Header("circuitbreaker_state", "gauge", "The states of the circuit breaker");
+  std::array<LineShape, std::size(kAllStates)> state;
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    state[i] =
+        w.Shape("circuitbreaker_state", {}, RawLabelText("state", StateLabel(kAllStates[i])));
+  }
   for (const Group& g : groups) {
-    for (State s : kAllStates) {
-      w.Open("circuitbreaker_state");
-      w.NameLabel(g, true);
-      w.RawLabel("state", StateLabel(s));
-      w.Close(g.in_state[static_cast<int>(s)]);
+    for (std::size_t i = 0; i < state.size(); ++i) {
+      w.Line(state[i], g, g.in_state(kAllStates[i]));
     }
   }
 
   w.Header("circuitbreaker_calls_seconds", "summary", "Total number of calls by kind");
+  const auto count = KindShapes(w, "circuitbreaker_calls_seconds_count");
+  const auto sum = KindShapes(w, "circuitbreaker_calls_seconds_sum");
   for (const Group& g : groups) {
     for (int k = 0; k < 3; ++k) {
-      w.Open("circuitbreaker_calls_seconds_count");
-      w.RawLabel("kind", kKinds[k], true);
-      w.NameLabel(g, false);
-      w.Close(g.counters.calls[k]);
-      w.Open("circuitbreaker_calls_seconds_sum");
-      w.RawLabel("kind", kKinds[k], true);
-      w.NameLabel(g, false);
-      w.Close(Seconds(g.counters.call_duration[k]));
+      w.Line(count[k], g, g.counters().calls[k]);
+      w.Line(sum[k], g, Seconds(g.counters().call_duration[k]));
     }
   }
 
   w.Header("circuitbreaker_not_permitted_calls_total", "counter",
            "Total number of not permitted calls");
-  for (const Group& g : groups) {
-    w.Open("circuitbreaker_not_permitted_calls_total");
-    w.RawLabel("kind", "not_permitted", true);
-    w.NameLabel(g, false);
-    w.Close(g.counters.not_permitted);
-  }
+  const LineShape not_permitted =
+      w.Shape("circuitbreaker_not_permitted_calls_total", RawLabelText("kind", "not_permitted"));
+  for (const Group& g : groups) w.Line(not_permitted, g, g.counters().not_permitted);
+
+  const std::string failed = RawLabelText("kind", "failed");
+  const std::string successful = RawLabelText("kind", "successful");
 
   w.Header("circuitbreaker_buffered_calls", "gauge",
            "The number of buffered calls stored in the sliding window");
+  const LineShape buffered_failed = w.Shape("circuitbreaker_buffered_calls", failed);
+  const LineShape buffered_successful = w.Shape("circuitbreaker_buffered_calls", successful);
   for (const Group& g : groups) {
-    w.Open("circuitbreaker_buffered_calls");
-    w.RawLabel("kind", "failed", true);
-    w.NameLabel(g, false);
-    w.Close(g.buffered_failed);
-    w.Open("circuitbreaker_buffered_calls");
-    w.RawLabel("kind", "successful", true);
-    w.NameLabel(g, false);
-    w.Close(g.buffered_successful);
+    w.Line(buffered_failed, g, g.buffered_failed());
+    w.Line(buffered_successful, g, g.buffered_successful());
   }
 
   w.Header("circuitbreaker_slow_calls", "gauge",
            "The number of slow calls in the sliding window, slower than the threshold");
+  const LineShape slow_successful = w.Shape("circuitbreaker_slow_calls", successful);
+  const LineShape slow_failed = w.Shape("circuitbreaker_slow_calls", failed);
   for (const Group& g : groups) {
-    w.Open("circuitbreaker_slow_calls");
-    w.RawLabel("kind", "successful", true);
-    w.NameLabel(g, false);
-    w.Close(g.window_slow_successful);
-    w.Open("circuitbreaker_slow_calls");
-    w.RawLabel("kind", "failed", true);
-    w.NameLabel(g, false);
-    w.Close(g.window_slow_failed);
+    w.Line(slow_successful, g, g.window_slow_successful());
+    w.Line(slow_failed, g, g.window_slow_failed());
   }
 
   w.Header("circuitbreaker_failure_rate", "gauge",
            "The failure rate of the circuit breaker in percent, -1 below the minimum number of "
            "calls");
-  for (const Group& g : groups) {
-    w.Open("circuitbreaker_failure_rate");
-    w.NameLabel(g, true);
-    w.Close(g.failure_rate);
-  }
+  const LineShape failure_rate = w.Shape("circuitbreaker_failure_rate");
+  for (const Group& g : groups) w.Line(failure_rate, g, g.failure_rate());
 
   w.Header("circuitbreaker_slow_call_rate", "gauge",
            "The slow call rate of the circuit breaker in percent, -1 below the minimum number of "
            "calls");
-  for (const Group& g : groups) {
-    w.Open("circuitbreaker_slow_call_rate");
-    w.NameLabel(g, true);
-    w.Close(g.slow_call_rate);
-  }
+  const LineShape slow_call_rate = w.Shape("circuitbreaker_slow_call_rate");
+  for (const Group& g : groups) w.Line(slow_call_rate, g, g.slow_call_rate());
 
   if (!extensions) return;
 
@@ -332,32 +536,29 @@ void WriteBreakers(Writer& w, const std::vector<Group>& groups, bool extensions,
   w.Header("circuitbreaker_state_code", "gauge",
            "The state as a number: closed=0, half_open=1, open=2, disabled=3, metrics_only=4, "
            "forced_open=5, forced_closed=6 (aggregated series: the highest member's)");
-  for (const Group& g : groups) {
-    w.Open("circuitbreaker_state_code");
-    w.NameLabel(g, true);
-    w.Close(static_cast<std::int64_t>(g.state_code));
-  }
+  const LineShape state_code = w.Shape("circuitbreaker_state_code");
+  for (const Group& g : groups) w.Line(state_code, g, static_cast<std::int64_t>(g.state_code()));
 
   if (aggregated) {
     w.Header("circuitbreaker_instances", "gauge",
              "The number of circuit breakers reported under this name label");
-    for (const Group& g : groups) {
-      w.Open("circuitbreaker_instances");
-      w.NameLabel(g, true);
-      w.Close(g.members);
-    }
+    const LineShape instances = w.Shape("circuitbreaker_instances");
+    for (const Group& g : groups) w.Line(instances, g, g.members());
   }
 
   bool any_transition = false;
-  for (const Group& g : groups) any_transition = any_transition || !g.counters.transitions.empty();
+  for (const Group& g : groups)
+    any_transition = any_transition || !g.counters().transitions.empty();
   if (any_transition) {
     w.Header("circuitbreaker_transitions_total", "counter",
              "State transitions by from, to and reason");
+    // Few lines (transitions are rare), each with its own labels: written
+    // label by label.
     for (const Group& g : groups) {
-      for (const TransitionCount& t : g.counters.transitions) {
+      for (const TransitionCount& t : g.counters().transitions) {
         w.Open("circuitbreaker_transitions_total");
         w.RawLabel("from", StateLabel(t.from), true);
-        w.NameLabel(g, false);
+        w.NameLabel(g);
         w.RawLabel("reason", TransitionReasonName(t.reason));
         w.RawLabel("to", StateLabel(t.to));
         w.Close(t.count);
@@ -366,34 +567,24 @@ void WriteBreakers(Writer& w, const std::vector<Group>& groups, bool extensions,
   }
 
   w.Header("circuitbreaker_open_seconds_total", "counter", "Time spent in the OPEN state");
-  for (const Group& g : groups) {
-    w.Open("circuitbreaker_open_seconds_total");
-    w.NameLabel(g, true);
-    w.Close(Seconds(g.counters.time_open));
-  }
+  const LineShape open_seconds = w.Shape("circuitbreaker_open_seconds_total");
+  for (const Group& g : groups) w.Line(open_seconds, g, Seconds(g.counters().time_open));
 
   w.Header("circuitbreaker_half_open_probes_total", "counter",
            "Outcomes of the calls admitted as half-open probes, by kind");
+  const auto probes = KindShapes(w, "circuitbreaker_half_open_probes_total");
   for (const Group& g : groups) {
-    for (int k = 0; k < 3; ++k) {
-      w.Open("circuitbreaker_half_open_probes_total");
-      w.RawLabel("kind", kKinds[k], true);
-      w.NameLabel(g, false);
-      w.Close(g.counters.probes[k]);
-    }
+    for (int k = 0; k < 3; ++k) w.Line(probes[k], g, g.counters().probes[k]);
   }
 
   w.Header("circuitbreaker_slow_call_outcomes_total", "counter",
            "Calls slower than the slow call threshold, by kind, since observed");
+  const LineShape outcomes_successful =
+      w.Shape("circuitbreaker_slow_call_outcomes_total", successful);
+  const LineShape outcomes_failed = w.Shape("circuitbreaker_slow_call_outcomes_total", failed);
   for (const Group& g : groups) {
-    w.Open("circuitbreaker_slow_call_outcomes_total");
-    w.RawLabel("kind", "successful", true);
-    w.NameLabel(g, false);
-    w.Close(g.counters.slow_successful);
-    w.Open("circuitbreaker_slow_call_outcomes_total");
-    w.RawLabel("kind", "failed", true);
-    w.NameLabel(g, false);
-    w.Close(g.counters.slow_failed);
+    w.Line(outcomes_successful, g, g.counters().slow_successful);
+    w.Line(outcomes_failed, g, g.counters().slow_failed);
   }
 }
 
@@ -558,14 +749,16 @@ void AppendPrometheus(const MetricsSnapshot& snapshot, const PrometheusOptions& 
                       std::string& out) {
   assert(ValidPrefix(options.prefix) && "invalid PrometheusOptions::prefix");
   Writer w(out, options.prefix);
-  const std::vector<Group> groups = GroupBreakers(snapshot.breakers, options.name_label);
+  Grouping grouping;
+  GroupBreakers(snapshot.breakers, options.name_label, grouping);
+  const std::vector<Group>& groups = grouping.groups;
   // Reserve what the text will take, a little more rather than less: one
   // regrowth of a 30 MB string (10,000 breakers) costs as much as rendering
   // it, and pages reserved but never written cost nothing.
   std::size_t estimate = 4096 + 256 * (snapshot.bulkheads.size() + snapshot.rate_limiters.size() +
                                        4 * snapshot.retries.size());
   for (const Group& g : groups) {
-    const std::size_t lines = 36 + g.counters.transitions.size();
+    const std::size_t lines = 36 + g.counters().transitions.size();
     estimate += lines * (options.prefix.size() + g.name_label.size() + 96);
   }
   out.reserve(out.size() + estimate);

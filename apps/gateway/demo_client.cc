@@ -41,6 +41,26 @@ class Demo {
     return "none yet";
   }
 
+  // What one pod decides reaches Redis from a background thread and the other
+  // pod through a push: a moment, not nothing. Waits (at most 2 s) until
+  // `gateway` shows its quota circuit in `state`, so that the next step shows
+  // the pod deciding on it rather than racing it.
+  void AwaitState(const std::string& gateway, std::string_view state) {
+    if (options_.admin_token.empty()) return;
+    const TimePoint start = clock_.Now();
+    while (CircuitState(gateway) != state) {
+      if (clock_.Now() - start > std::chrono::seconds(2)) {
+        out_ << "   !! the other pod did not see " << state << " within 2 s\n";
+        ok_ = false;
+        return;
+      }
+      clock_.SleepFor(std::chrono::milliseconds(5));
+    }
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() - start).count();
+    out_ << "   (Redis told the other pod within " << std::max<long long>(ms, 1) << " ms.)\n";
+  }
+
   // One request and its line; `expect` is what the diagram says it answers.
   HttpReply Ask(const std::string& who, const std::string& gateway, const std::string& what,
                 const std::string& path, int expect_status, const char* expect_kind,
@@ -113,6 +133,7 @@ class Demo {
     out_ << "\n1. Account stats: cache miss, circuit CLOSED, Meta answers 429 + Retry-After.\n"
          << "   Pod A stores the quota OPEN (TTL) in Redis.\n";
     Ask("Web", a, "account stats", kAccount, 429, "error", true);
+    AwaitState(b, "open");
 
     out_ << "\n2. Posts, on the other pod: stale snapshot; pod B reads the OPEN from Redis\n"
          << "   and does not call Meta; the last good posts come back marked stale.\n";
@@ -144,6 +165,7 @@ class Demo {
     }
 
     out_ << "\n5. The probe succeeded: the circuit is CLOSED again on both pods.\n";
+    AwaitState(b, "closed");
     Ask("Web", b, "comments", std::string(kAccount) + "/comments", 200, "upstream", true);
     out_ << "\n"
          << (ok_ ? "Every step answered as in the diagram." : "Some steps did not (!! above).")

@@ -206,20 +206,14 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
     http::request<http::string_body> req;
     std::optional<http::response_parser<http::string_body>> parser;
     Duration timeout{};
-    std::chrono::steady_clock::time_point deadline;
     Done done;
 
     void Fail(beast::error_code ec, std::string_view during) {
       done(ErrorStatus(pool->config, ec, during));
     }
-    // What is left of the deadline (the whole call, connect included).
-    std::chrono::steady_clock::duration Left() const {
-      return std::max(deadline - std::chrono::steady_clock::now(),
-                      std::chrono::steady_clock::duration::zero());
-    }
 
     void Connect() {
-      conn->stream.expires_after(std::min(Steady(pool->config.connect_timeout), Left()));
+      conn->stream.expires_after(Steady(std::min(pool->config.connect_timeout, timeout)));
       conn->stream.async_connect(
           pool->endpoints, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
             if (ec) return self->Fail(ec, "connect");
@@ -230,7 +224,10 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
     }
 
     void Write() {
-      conn->stream.expires_after(Left());
+      // One deadline for writing the request and reading the whole reply,
+      // as UpstreamPool::Send (Beast's timer bounds every operation started
+      // until it is changed).
+      conn->stream.expires_after(Steady(timeout));
       http::async_write(conn->stream, req,
                         [self = shared_from_this()](beast::error_code ec, std::size_t) {
                           if (ec) return self->Fail(ec, "write");
@@ -283,7 +280,7 @@ void AsyncUpstreamPool::Send(UpstreamRequest request, Done done) {
   auto x = std::make_shared<Impl::Exchange>();
   x->pool = impl_;
   x->req = ToBeast(impl_->config, request);
-  x->deadline = std::chrono::steady_clock::now() + Steady(request.timeout);
+  x->timeout = request.timeout;
   x->done = std::move(done);
   x->conn = impl_->idle.Take();
   if (x->conn) {

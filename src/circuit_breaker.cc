@@ -514,13 +514,8 @@ struct alignas(64) CircuitBreaker::Core {
       const std::uint64_t sum = seen != 0 ? seen : SumSuccesses();
       // Another thread may have applied a later sum already.
       if (sum <= successes_applied) return;
-      const std::int64_t n = static_cast<std::int64_t>(sum - successes_applied);
+      AddDeferredSuccessesLocked(sum - successes_applied);
       successes_applied = sum;
-      // More successes than the ring holds leave the same ring as `size` of
-      // them would.
-      const std::int64_t apply = std::min<std::int64_t>(n, closed_window.size());
-      for (std::int64_t i = 0; i < apply; ++i) closed_window.Record(second, false, false);
-      if (n > 0) consecutive_failures = 0;
       return;
     }
     const std::uint64_t armed = static_cast<std::uint64_t>(second) << 32;
@@ -538,6 +533,17 @@ struct alignas(64) CircuitBreaker::Core {
           static_cast<std::uint32_t>(second) - static_cast<std::uint32_t>(v >> 32);
       closed_window.AddSuccesses(second - lag, n);
     }
+  }
+
+  // `n` successes counted without the lock, into the COUNT_BASED closed
+  // window, a word of the ring at a time.
+  void AddDeferredSuccessesLocked(std::uint64_t n) FUSEBOX_REQUIRES(mu) {
+    if (n == 0) return;
+    // More successes than the ring holds leave the same ring as `size` of
+    // them would.
+    closed_window.RecordSuccesses(
+        static_cast<std::int64_t>(std::min<std::uint64_t>(n, closed_window.size())));
+    consecutive_failures = 0;
   }
 
   // The window behind the current metrics.
@@ -1264,7 +1270,8 @@ Result<Permit> CircuitBreaker::TryAcquireSlow(std::uint64_t word) noexcept {
       // may end up to one tick (≤ 4 ms) late on SystemClock, never on
       // ManualClock.
       const TimePoint now = clock_.CoarseNow();
-      if (now.time_since_epoch().count() <= deadline) [[likely]] return RejectOpen(word, deadline);
+      if (now.time_since_epoch().count() <= deadline) [[likely]]
+        return RejectOpen(word, deadline);
       // The wait is over: move to HALF_OPEN under the lock, or with a shared
       // state once the fleet's lease is ours.
       if (core_->shared) return AcquireSharedProbe(word);

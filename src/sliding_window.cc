@@ -4,6 +4,18 @@
 #include <cassert>
 
 namespace fusebox::internal {
+namespace {
+
+// Bits set in `x`. Written out: the baseline x86-64 target has no POPCNT
+// instruction, and __builtin_popcountll becomes a library call there.
+int PopCount(std::uint64_t x) {
+  x = x - ((x >> 1) & 0x5555555555555555ull);
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+  return static_cast<int>((x * 0x0101010101010101ull) >> 56);
+}
+
+}  // namespace
 
 SlidingWindow::SlidingWindow(SlidingWindowType type, int size)
     : type_(type), size_(size), bits_(inline_bits_) {
@@ -54,6 +66,42 @@ void SlidingWindow::AddSuccesses(std::int64_t second, std::int64_t n) {
   if (b.second != second) return;
   Add(b.totals, false, false, n);
   Add(totals_, false, false, n);
+}
+
+void SlidingWindow::RecordSuccesses(std::int64_t n) {
+  assert(type_ == SlidingWindowType::kCountBased);
+  // More than the ring holds leave the same ring as `size` of them.
+  n = std::min<std::int64_t>(n, size_);
+  // While the ring fills up (slots head_.. are empty then) nothing is evicted.
+  const std::int64_t empty = size_ - std::min<std::int64_t>(totals_.calls, size_);
+  const std::int64_t filling = std::min(n, empty);
+  totals_.calls += filling;
+  // Then each success replaces the oldest outcome, which sits where it goes:
+  // clear runs of 2-bit slots, counting the failed and slow ones among them.
+  std::int64_t evict = n - filling;
+  int i = head_ + static_cast<int>(filling);
+  if (i >= size_) i -= size_;
+  while (evict > 0) {
+    const int bit = i % kPerWord;
+    const int run = static_cast<int>(
+        std::min<std::int64_t>({evict, kPerWord - bit, static_cast<std::int64_t>(size_ - i)}));
+    const std::uint64_t mask =
+        (run == kPerWord ? ~std::uint64_t{0} : ((std::uint64_t{1} << (2 * run)) - 1)) << (2 * bit);
+    std::uint64_t& w = bits_[i / kPerWord];
+    const std::uint64_t old = w & mask;
+    constexpr std::uint64_t kLow = 0x5555555555555555ull;  // the kFailed bit of every slot
+    const std::uint64_t failed = old & kLow;
+    const std::uint64_t slow = (old >> 1) & kLow;
+    totals_.failed -= PopCount(failed);
+    totals_.slow -= PopCount(slow);
+    totals_.slow_failed -= PopCount(failed & slow);
+    w &= ~mask;
+    evict -= run;
+    i += run;
+    if (i == size_) i = 0;
+  }
+  // Slots head_ .. head_ + filling - 1 were empty (all bits zero) already.
+  head_ = static_cast<int>((head_ + n) % size_);
 }
 
 void SlidingWindow::AgeTo(std::int64_t second) {

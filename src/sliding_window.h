@@ -39,6 +39,11 @@ class SlidingWindow {
   // Adds `n` fast successes reported in epoch second `second`. kTimeBased only.
   void AddSuccesses(std::int64_t second, std::int64_t n);
 
+  // Records `n` successes that are not slow, leaving the window exactly as
+  // `n` calls of Record(second, false, false) would. kCountBased only; a word
+  // of the ring at a time rather than an outcome at a time.
+  void RecordSuccesses(std::int64_t n);
+
   // Ages a kTimeBased window to `second`, then returns the totals.
   const WindowTotals& Totals(std::int64_t second);
 

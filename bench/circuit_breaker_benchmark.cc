@@ -89,19 +89,16 @@ void BM_Closed_AcquireSuccess_TimeBased10s(benchmark::State& state) {
 BENCHMARK(BM_Closed_AcquireSuccess_CountBased100)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Closed_AcquireSuccess_TimeBased10s)->Threads(1)->Threads(2)->UseRealTime();
 
-// 10 % failures: the window always holds failures, so every outcome takes the
-// locked path. Thresholds high enough never to trip.
-void BM_Closed_TenPercentFailures_CountBased100(benchmark::State& state) {
-  static CircuitBreaker* cb =
-      CircuitBreaker::Create("bench-failing", {.failure_rate_threshold = 100,
-                                               .sliding_window_size = 100,
-                                               .minimum_number_of_calls = 100})
-          ->release();
+// 10 % failures: the window always holds failures, so every failure takes the
+// locked path (kLinearizable; successes are only counted, in the thread's own
+// slot).
+// Thresholds high enough never to trip.
+void TenPercentFailures(benchmark::State& state, CircuitBreaker& cb) {
   std::uint32_t n = static_cast<std::uint32_t>(state.thread_index());
-  for (int i = 0; i < 20; ++i) cb->TryAcquire()->Success(milliseconds(1));  // Warm-up.
+  for (int i = 0; i < 20; ++i) cb.TryAcquire()->Success(milliseconds(1));  // Warm-up.
   AllocScope allocs(state);
   for (auto _ : state) {
-    Result<Permit> permit = cb->TryAcquire();
+    Result<Permit> permit = cb.TryAcquire();
     if (++n % 10 == 0) {
       permit->Failure(milliseconds(1));
     } else {
@@ -111,7 +108,32 @@ void BM_Closed_TenPercentFailures_CountBased100(benchmark::State& state) {
   allocs.Stop();
   state.SetItemsProcessed(state.iterations());
 }
+void BM_Closed_TenPercentFailures_CountBased100(benchmark::State& state) {
+  static CircuitBreaker* cb =
+      CircuitBreaker::Create("bench-failing", {.failure_rate_threshold = 100,
+                                               .sliding_window_size = 100,
+                                               .minimum_number_of_calls = 100})
+          ->release();
+  TenPercentFailures(state, *cb);
+}
 BENCHMARK(BM_Closed_TenPercentFailures_CountBased100)->Threads(1)->Threads(2)->UseRealTime();
+
+// The same with OutcomeOrder::kRelaxed: a failure that cannot trip the window
+// is counted in the thread's own slot, within the allowance it was granted,
+// and only every kEntries-th failure of a thread takes the lock.
+void BM_Closed_TenPercentFailures_CountBased100_Relaxed(benchmark::State& state) {
+  static CircuitBreaker* cb =
+      CircuitBreaker::Create("bench-failing-relaxed", {.failure_rate_threshold = 100,
+                                                       .sliding_window_size = 100,
+                                                       .minimum_number_of_calls = 100,
+                                                       .outcome_order = OutcomeOrder::kRelaxed})
+          ->release();
+  TenPercentFailures(state, *cb);
+}
+BENCHMARK(BM_Closed_TenPercentFailures_CountBased100_Relaxed)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
 
 // A rejected TryAcquire in OPEN.
 void BM_Open_Reject(benchmark::State& state) {

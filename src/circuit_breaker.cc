@@ -257,6 +257,9 @@ Status CircuitBreakerConfig::Validate() const {
       call_timing != CallTiming::kCoarse) {
     return bad("call_timing", "must be kAuto, kPrecise or kCoarse");
   }
+  if (outcome_order != OutcomeOrder::kLinearizable && outcome_order != OutcomeOrder::kRelaxed) {
+    return bad("outcome_order", "must be kLinearizable or kRelaxed");
+  }
   if (shared_probe_lease <= Duration::zero()) {
     return bad("shared_probe_lease", "must be > 0, got " + ns(shared_probe_lease));
   }
@@ -352,7 +355,28 @@ struct alignas(64) Stripe {
 
 // Aligned so that the lock and the closed window, which every locked path
 // touches, start a cache line and share as few lines as possible.
+// OutcomeOrder::kRelaxed: the failures a writer slot's thread counted without
+// the lock (CircuitBreaker::DeferFailureSlow()), in its order among the
+// slot's deferred successes. Written only by the slot's owner, on lines of
+// their own: the owner keeps them in its cache, and other threads read them
+// only when they fold every slot (see Core::FoldSlotsLocked()).
+struct alignas(64) CircuitBreaker::FailureLog {
+  static constexpr int kEntries = 31;
+  // Failures counted so far. Stored seq_cst (see DeferFailureSlow()), which
+  // also releases the entry and the slot's successes written before it.
+  std::atomic<std::uint64_t> count{0};
+  // Failure n at entry[n % kEntries]: the slot's `successes` when it was
+  // counted (its place among them; low 48 bits) << 16 | the low 16 bits of
+  // its state epoch.
+  std::atomic<std::uint64_t> entry[kEntries] = {};
+};
+
 struct alignas(64) CircuitBreaker::Core {
+  static_assert(sizeof(FailureLog) == 256);
+  static constexpr int kLogEntries = FailureLog::kEntries;
+  static constexpr std::uint64_t kEpochLowMask = 0xFFFF;
+  static constexpr std::uint64_t kPositionMask = (std::uint64_t{1} << 48) - 1;
+
   explicit Core(CircuitBreaker& breaker, const CircuitBreakerConfig& c)
       : closed_window(c.sliding_window_type, c.sliding_window_size),
         probe_window(SlidingWindowType::kCountBased,
@@ -366,8 +390,21 @@ struct alignas(64) CircuitBreaker::Core {
   // What a failure in CLOSED touches comes first, so that it spans as few
   // cache lines as possible (a line moving between cores costs ~200 ns here).
   int consecutive_failures FUSEBOX_GUARDED_BY(mu) = 0;
-  // Sum of the slot counters' deferred successes already in the window.
+  // Sum of the slot counters' deferred successes already in the window
+  // (OutcomeOrder::kRelaxed: the shared slot's only).
   std::uint64_t successes_applied FUSEBOX_GUARDED_BY(mu) = 0;
+  // OutcomeOrder::kRelaxed: each owned slot's deferred successes and
+  // failures already in the window.
+  std::uint64_t slot_successes_applied[kOwnedWriterSlots] FUSEBOX_GUARDED_BY(mu) = {};
+  std::uint64_t slot_failures_applied[kOwnedWriterSlots] FUSEBOX_GUARDED_BY(mu) = {};
+  // Set while TransitionLocked() runs: folds leave deferred failures (and
+  // what their threads reported after them) for after the transition.
+  bool hold_deferred_failures FUSEBOX_GUARDED_BY(mu) = false;
+  // OutcomeOrder::kRelaxed: slot i's owner may count its failure number
+  // FailureLog::count only while count < failure_limits[i]. Written under mu
+  // (grants, withdrawals), read by the owners; one line for all slots, so
+  // that a grant reads no line another thread keeps writing.
+  alignas(64) std::atomic<std::uint64_t> failure_limits[kOwnedWriterSlots] = {};
   internal::SlidingWindow closed_window FUSEBOX_GUARDED_BY(mu);
   // Resilience4j's half-open metrics: COUNT_BASED of size permitted, whatever
   // the closed window's type.
@@ -511,6 +548,10 @@ struct alignas(64) CircuitBreaker::Core {
   // still includes every success reported before the caller's outcome.
   void FoldStripesLocked(std::int64_t second, std::uint64_t seen = 0) FUSEBOX_REQUIRES(mu) {
     if (!stripes) {
+      if (cb.relaxed_order_) {
+        FoldSlotsLocked(second, /*decide=*/false);
+        return;
+      }
       const std::uint64_t sum = seen != 0 ? seen : SumSuccesses();
       // Another thread may have applied a later sum already.
       if (sum <= successes_applied) return;
@@ -544,6 +585,169 @@ struct alignas(64) CircuitBreaker::Core {
     closed_window.RecordSuccesses(
         static_cast<std::int64_t>(std::min<std::uint64_t>(n, closed_window.size())));
     consecutive_failures = 0;
+  }
+
+  // OutcomeOrder::kRelaxed: brings in each owned slot's deferred successes and
+  // failures in that slot's order (different slots' in slot order: their
+  // threads reported them concurrently), then the shared slot's successes.
+  // Returns how many failures it applied.
+  //
+  // A slot's successes are read (acquire) before its failure count, so that
+  // every failure counted before them is seen: none of the thread's later
+  // successes goes in ahead of it. A failure whose place lies beyond the
+  // successes read waits for the next fold.
+  //
+  // Within their allowances deferred failures cannot trip the window. Only
+  // after a withdrawal can one reach the threshold (an allowance outgrown, or
+  // a failure counted as it was withdrawn); then the fold that applies it
+  // must decide there and then, as its own call would have. `decide`: this
+  // fold trips the breaker at that failure, and the failures after it go in
+  // after the transition. Otherwise it leaves such a failure (and what its
+  // thread reported after it) for a deciding fold: the withdrawal's, or its
+  // own thread's (SettleDeferred()).
+  int FoldSlotsLocked(std::int64_t second, bool decide) FUSEBOX_REQUIRES(mu) {
+    int failures = 0;
+    for (int i = 0; i < kOwnedWriterSlots; ++i) failures += FoldSlotLocked(i, second, decide);
+    const std::uint64_t shared_slot =
+        cb.counters_[kSharedSlot].successes.load(std::memory_order_relaxed);
+    if (shared_slot > successes_applied) {
+      AddDeferredSuccessesLocked(shared_slot - successes_applied);
+      successes_applied = shared_slot;
+    }
+    return failures;
+  }
+
+  // OutcomeOrder::kRelaxed, before a fast failure recorded under the lock
+  // (its thread's allowance is used up): its own thread's outcomes must go in
+  // first; other threads' may go in later, as they would had they reported
+  // just after it, unless this failure could trip the window, which then
+  // decides with every outcome reported so far. So the common case reads no
+  // line another thread writes.
+  void FoldForFailureLocked(std::int64_t second) FUSEBOX_REQUIRES(mu) {
+    const int self = internal::t_writer_slot;
+    if (self >= 0 && self < kOwnedWriterSlots) {
+      FoldSlotLocked(self, second, /*decide=*/false);
+      if (!ReachesThresholdLocked(second)) return;
+    }
+    FoldSlotsLocked(second, /*decide=*/false);
+  }
+
+  // FoldSlotsLocked() for owned slot `i` alone.
+  int FoldSlotLocked(int i, std::int64_t second, bool decide) FUSEBOX_REQUIRES(mu) {
+    int failures = 0;
+    const std::uint64_t s = cb.counters_[i].successes.load(std::memory_order_acquire);
+    const FailureLog& log = cb.failure_logs_[i];
+    // seq_cst: the withdrawing side of the handshake in PublishLocked(); a
+    // plain load on x86.
+    const std::uint64_t n = log.count.load(std::memory_order_seq_cst);
+    std::uint64_t& done = slot_successes_applied[i];
+    std::uint64_t& next = slot_failures_applied[i];
+    while (next < n) {
+      const std::uint64_t e = log.entry[next % kLogEntries].load(std::memory_order_relaxed);
+      const std::uint64_t at = done + (((e >> 16) - done) & kPositionMask);
+      if (at > s) break;
+      AddDeferredSuccessesLocked(at - done);
+      done = at;
+      // Held: the thread's later successes stay behind its failure.
+      if (hold_deferred_failures) return failures;
+      const std::uint64_t word = cb.word_.load(std::memory_order_relaxed);
+      const bool current =
+          StateOf(word) == State::kClosed && (EpochOf(word) & kEpochLowMask) == (e & kEpochLowMask);
+      if (current && !decide && ReachesThresholdLocked(second)) return failures;
+      // Counted as applied first: a transition it causes folds again.
+      ++next;
+      ApplyDeferredFailureLocked(second, e & kEpochLowMask);
+      ++failures;
+      if (current && decide) CheckClosedLocked(second, /*failed=*/true);
+    }
+    if (s > done) {
+      AddDeferredSuccessesLocked(s - done);
+      done = s;
+    }
+    return failures;
+  }
+
+  // Whether one more failure, replacing a success, would bring CLOSED's full
+  // window to the failure-rate threshold.
+  bool ReachesThresholdLocked(std::int64_t second) FUSEBOX_REQUIRES(mu) {
+    const internal::WindowTotals& t = closed_window.Totals(second);
+    return RatePercent(t.failed + 1, t.calls) >= cb.config_.failure_rate_threshold;
+  }
+
+  // A failure counted without the lock, of the state epoch whose low bits are
+  // `epoch`. Normally CLOSED's current epoch, within an allowance: it cannot
+  // trip the window. One that raced a transition is late: kDefault counts it
+  // as such; kResilience4j records it into the current metrics, as
+  // Resilience4j records an outcome reported after a transition (not into a
+  // half-open verdict: it is no probe).
+  void ApplyDeferredFailureLocked(std::int64_t second, std::uint64_t epoch) FUSEBOX_REQUIRES(mu) {
+    const std::uint64_t word = cb.word_.load(std::memory_order_relaxed);
+    const State state = StateOf(word);
+    if (state == State::kClosed && (EpochOf(word) & kEpochLowMask) == epoch) {
+      closed_window.Record(second, /*failed=*/true, /*slow=*/false);
+      ++consecutive_failures;
+      return;
+    }
+    if (!cb.resilience4j_) {
+      ++late_outcomes;
+      return;
+    }
+    if (state == State::kClosed || state == State::kMetricsOnly || state == State::kForcedClosed ||
+        state == State::kOpen) {
+      MetricsWindowLocked(word).Record(second, /*failed=*/true, /*slow=*/false);
+    } else {
+      ++late_outcomes;
+    }
+  }
+
+  // OutcomeOrder::kRelaxed: whether failures may be counted without the lock
+  // now, into CLOSED's full COUNT_BASED window with totals `t`; grants the
+  // calling thread's slot its share. The allowances outstanding (granted and
+  // not yet applied, counted or not) never exceed the failures that could
+  // join the window, each replacing a success, without reaching the
+  // failure-rate threshold: so a counted failure never trips it, and every
+  // trip is decided under the lock by the failure that crosses.
+  bool GrantLocked(const internal::WindowTotals& t) FUSEBOX_REQUIRES(mu) {
+    const std::int64_t room = AllowanceLocked(t, kOwnedWriterSlots * kLogEntries);
+    const int self = internal::t_writer_slot;
+    std::int64_t others = 0;
+    std::int64_t mine = 0;
+    for (int i = 0; i < kOwnedWriterSlots; ++i) {
+      const std::uint64_t limit = failure_limits[i].load(std::memory_order_relaxed);
+      const std::uint64_t applied = slot_failures_applied[i];
+      const std::int64_t out = limit > applied ? static_cast<std::int64_t>(limit - applied) : 0;
+      (i == self ? mine : others) += out;
+    }
+    if (others + mine > room) return false;  // Over-granted: withdraw them all.
+    if (self >= 0 && self < kOwnedWriterSlots) {
+      // Half of what is free (room - others >= mine), so that other threads
+      // get theirs too; never less than it had, never more than is free.
+      const std::int64_t free = room - others;
+      const std::int64_t half = std::min<std::int64_t>(kLogEntries, (free + 1) / 2);
+      const std::int64_t share = std::min(free, std::max(mine, half));
+      failure_limits[self].store(slot_failures_applied[self] + static_cast<std::uint64_t>(share),
+                                 std::memory_order_relaxed);
+    }
+    return room > 0;
+  }
+
+  // How many more failures (up to `cap`), each replacing a success in a full
+  // window with totals `t`, keep the failure rate below its threshold, in
+  // Resilience4j's float32 arithmetic.
+  std::int64_t AllowanceLocked(const internal::WindowTotals& t, std::int64_t cap)
+      FUSEBOX_REQUIRES(mu) {
+    const float threshold = cb.config_.failure_rate_threshold;
+    const auto below = [&](std::int64_t k) {
+      return RatePercent(t.failed + k, t.calls) < threshold;
+    };
+    if (!below(0)) return 0;
+    std::int64_t k = static_cast<std::int64_t>(static_cast<double>(threshold) *
+                                               static_cast<double>(t.calls) / 100.0) -
+                     t.failed;
+    k = std::clamp<std::int64_t>(k, 0, std::min(cap, t.calls - t.failed));
+    while (k > 0 && !below(k)) --k;
+    while (k < cap && k < t.calls - t.failed && below(k + 1)) ++k;
+    return k;
   }
 
   // The window behind the current metrics.
@@ -609,14 +813,50 @@ struct alignas(64) CircuitBreaker::Core {
       internal::SlidingWindow& w = closed_window;
       const internal::WindowTotals& t = w.Totals(second);
       if (w.type() == SlidingWindowType::kCountBased) {
-        if (w.full()) word |= t.clean() ? kFastSuccessBit : internal::kDeferSuccessBit;
+        if (w.full() && t.clean()) {
+          word |= kFastSuccessBit;
+        } else if (w.full()) {
+          word |= internal::kDeferSuccessBit;
+          if (cb.relaxed_order_ && GrantLocked(t)) word |= internal::kDeferFailureBit;
+        }
       } else if (t.clean()) {
         word |= kStripedSuccessBit;
       }
     }
-    if (cb.word_.load(std::memory_order_relaxed) != word) {
+    const std::uint64_t old = cb.word_.load(std::memory_order_relaxed);
+    if (old == word) return;
+    const bool withdraw = (old & internal::kDeferFailureBit) &&
+                          (!(word & internal::kDeferFailureBit) || EpochOf(old) != EpochOf(word));
+    if (!withdraw) {
       cb.word_.store(word, std::memory_order_release);
+      return;
     }
+    // Failures may no longer be counted without the lock. A thread that read
+    // the old word may be counting one right now; Dekker's handshake makes
+    // sure it is applied: it stores its count, then reads the word; this
+    // stores the word, then reads every count, all seq_cst, so one of the two
+    // sees the other's store. Either this fold finds the failure, or its
+    // thread finds the word changed and settles it (SettleDeferred()).
+    for (int i = 0; i < kOwnedWriterSlots; ++i) {
+      failure_limits[i].store(0, std::memory_order_relaxed);
+    }
+    cb.word_.store(word, std::memory_order_seq_cst);
+    // Failures counted over an allowance withdrawn for being too large could
+    // reach the threshold: decided on as they go in.
+    if (FoldSlotsLocked(second, /*decide=*/true) > 0) Republish(second);
+  }
+
+  // OutcomeOrder::kRelaxed: a thread that counted a failure without the lock
+  // and then found the allowance withdrawn makes sure it is in the window and
+  // decided on.
+  void SettleDeferred() {
+    {
+      internal::SpinMutexLock lock(&mu);
+      const std::int64_t second = SecondOf(cb.clock_.CoarseNow());
+      FoldSlotsLocked(second, /*decide=*/true);
+      Republish(second);
+    }
+    Dispatch();
   }
 
   void Republish(std::int64_t second) FUSEBOX_REQUIRES(mu) {
@@ -681,6 +921,11 @@ struct alignas(64) CircuitBreaker::Core {
     const State from = StateOf(old_word);
     const std::int64_t second = SecondOf(cb.clock_.CoarseNow());
     const bool listening = Listening(CircuitBreakerListener::kTransitionEvents);
+    // kRelaxed: failures counted without the lock and not yet applied go in
+    // after the transition, as outcomes reported after it (the withdrawal in
+    // PublishLocked() applies them): the failure that tripped the window is
+    // the last one in it, as it is in every order of the calls.
+    hold_deferred_failures = true;
     CircuitBreakerMetrics counts;
     if (listening) counts = MetricsLocked(second);
 
@@ -761,6 +1006,7 @@ struct alignas(64) CircuitBreaker::Core {
     state_since = now;
     cb.deadline_ns_.store(deadline, std::memory_order_relaxed);
     if (shared) ShareTransitionLocked(from, to, reason, opened_for, op);
+    hold_deferred_failures = false;
     PublishLocked(to, epoch, probe, second);
 
     if (listening) {
@@ -1204,10 +1450,14 @@ CircuitBreaker::CircuitBreaker(std::string name, CircuitBreakerConfig config, Cl
                            (config.call_timing == CallTiming::kAuto &&
                             config.slow_call_duration_threshold < std::chrono::seconds(1))),
       resilience4j_(config.compatibility == Compatibility::kResilience4j),
+      relaxed_order_(config.outcome_order == OutcomeOrder::kRelaxed &&
+                     config.sliding_window_type == SlidingWindowType::kCountBased &&
+                     config.consecutive_failure_threshold == 0),
       clock_(clock),
       name_(std::move(name)),
       config_(std::move(config)),
       counters_(std::make_unique<SlotCounters[]>(kSharedSlot + 1)),
+      failure_logs_(relaxed_order_ ? std::make_unique<FailureLog[]>(kOwnedWriterSlots) : nullptr),
       core_(std::make_unique<Core>(*this, config_)) {
   core_->link->breaker = this;
   core_->jitter_state =
@@ -1446,7 +1696,38 @@ bool CircuitBreaker::RecordClosedSuccess(std::uint64_t word) noexcept {
 
 void CircuitBreaker::DeferSuccess() noexcept {
   const int slot = MySlot();
-  Bump(counters_[slot].successes, slot);
+  std::atomic<std::uint64_t>& n = counters_[slot].successes;
+  if (slot == kSharedSlot) {
+    n.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    // Release (a plain store on x86): a fold that reads this count also sees
+    // every failure the thread counted before it (OutcomeOrder::kRelaxed).
+    n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
+}
+
+bool CircuitBreaker::DeferFailureSlow(std::uint64_t word) noexcept {
+  // A fast failure into CLOSED's full COUNT_BASED window, OutcomeOrder::
+  // kRelaxed: counted in this thread's own slot, within the allowance the
+  // last lock holder granted it (Core::GrantLocked()), so that it writes
+  // nothing another core reads until the next fold. Without an allowance left
+  // it takes the lock (RecordSlow()), which grants the next one.
+  const int slot = MySlot();
+  if (slot == kSharedSlot) return false;  // Shared by threads: no log.
+  FailureLog& log = failure_logs_[slot];
+  const std::uint64_t n = log.count.load(std::memory_order_relaxed);
+  if (n >= core_->failure_limits[slot].load(std::memory_order_relaxed)) return false;
+  const std::uint64_t position = counters_[slot].successes.load(std::memory_order_relaxed);
+  log.entry[n % FailureLog::kEntries].store(
+      ((position & Core::kPositionMask) << 16) | (EpochOf(word) & Core::kEpochLowMask),
+      std::memory_order_relaxed);
+  // seq_cst store, then seq_cst load of the word: this thread's half of the
+  // handshake with a holder withdrawing the allowance (Core::PublishLocked()).
+  log.count.store(n + 1, std::memory_order_seq_cst);
+  const std::uint64_t now = word_.load(std::memory_order_seq_cst);
+  if ((now & internal::kDeferFailureBit) && EpochOf(now) == EpochOf(word)) return true;
+  core_->SettleDeferred();
+  return true;
 }
 
 bool CircuitBreaker::StripeSuccess(std::uint64_t word) noexcept {
@@ -1474,7 +1755,8 @@ void CircuitBreaker::RecordSlow(std::uint32_t epoch, bool half_open_slot,
   const bool hint = outcome.open_for > Duration::zero();
   OutcomeEvent event{name_, State::kClosed, outcome.kind, outcome.duration, slow, false};
   bool notify = false;
-  const std::uint64_t successes_seen = core_->stripes ? 0 : core_->SumSuccesses();
+  // kRelaxed folds slot by slot, under the lock.
+  const std::uint64_t successes_seen = core_->stripes || relaxed_order_ ? 0 : core_->SumSuccesses();
   {
     internal::SpinMutexLock lock(&core_->mu);
     const TimePoint coarse = clock_.CoarseNow();
@@ -1508,7 +1790,11 @@ void CircuitBreaker::RecordSlow(std::uint32_t epoch, bool half_open_slot,
       switch (state) {
         case State::kClosed:
           if (ignored) break;
-          core_->FoldStripesLocked(second, successes_seen);
+          if (failed && !slow && (word & internal::kDeferFailureBit)) {
+            core_->FoldForFailureLocked(second);
+          } else {
+            core_->FoldStripesLocked(second, successes_seen);
+          }
           core_->closed_window.Record(second, failed, slow);
           core_->consecutive_failures = failed ? core_->consecutive_failures + 1 : 0;
           core_->CheckClosedLocked(second, failed);

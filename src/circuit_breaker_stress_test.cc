@@ -23,6 +23,10 @@
 //     rejection means all of them really are in use (no slot leaked);
 //   - no permit is lost: once every thread has joined, the breaker still
 //     reaches CLOSED through successful probes;
+//   - OutcomeOrder::kRelaxed: every outcome is applied exactly once (the
+//     window and the totals add up to what the threads reported), the window
+//     holds what a replay of the applied order gives, and the breaker trips
+//     exactly where every order of the reports reaches the threshold;
 //   - no crash, no deadlock, no data race.
 
 #include <gtest/gtest.h>
@@ -31,6 +35,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,7 +62,8 @@ constexpr Duration kStep = 10ms;
 constexpr Duration kSlow = 50ms;
 constexpr Duration kMaxOpenFor = 300ms;
 
-CircuitBreakerConfig StressConfig(Compatibility mode, bool automatic) {
+CircuitBreakerConfig StressConfig(Compatibility mode, bool automatic,
+                                  OutcomeOrder order = OutcomeOrder::kLinearizable) {
   CircuitBreakerConfig c;
   c.failure_rate_threshold = 50;
   c.slow_call_rate_threshold = 50;
@@ -69,6 +75,7 @@ CircuitBreakerConfig StressConfig(Compatibility mode, bool automatic) {
   c.wait_duration_in_open_state = kWait;
   c.automatic_transition_from_open_to_half_open_enabled = automatic;
   c.compatibility = mode;
+  c.outcome_order = order;
   return c;
 }
 
@@ -171,7 +178,11 @@ void CheckSnapshot(const CircuitBreakerMetrics& m, Violations& v,
 // Checks that transitions arrive one at a time and form a chain.
 class ChainListener : public CircuitBreakerListener {
  public:
-  explicit ChainListener(Violations& v) : v_(v) {}
+  // A listener of outcomes keeps every outcome on the locked path, in order;
+  // kRelaxed needs one that only wants transitions.
+  explicit ChainListener(Violations& v, unsigned interests = kAllEvents)
+      : v_(v), interests_(interests) {}
+  unsigned interests() const override { return interests_; }
   void OnTransition(const TransitionEvent& e) override {
     if (inside_.exchange(true)) v_.Add("two OnTransition calls at once");
     {
@@ -182,8 +193,13 @@ class ChainListener : public CircuitBreakerListener {
       }
       last_ = e.to;
       ++count_;
+      events_.push_back(e);
     }
     inside_.store(false);
+  }
+  std::vector<TransitionEvent> events() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
   }
   State last() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -196,10 +212,12 @@ class ChainListener : public CircuitBreakerListener {
 
  private:
   Violations& v_;
+  const unsigned interests_;
   std::atomic<bool> inside_{false};
   mutable std::mutex mu_;
   State last_ = State::kClosed;
   int count_ = 0;
+  std::vector<TransitionEvent> events_;
 };
 
 enum class Act { kSuccess, kSlowSuccess, kFailure, kIgnore, kDrop, kOpenFor };
@@ -420,31 +438,40 @@ TEST_P(CheckedHalfOpenAdmission, NeverMoreThanPermittedAndNoSlotLost) {
 struct ChaosParam {
   Compatibility mode;
   bool automatic;
+  OutcomeOrder order = OutcomeOrder::kLinearizable;
 };
 
 class CircuitBreakerChaos : public ::testing::TestWithParam<ChaosParam> {};
 
-INSTANTIATE_TEST_SUITE_P(Variants, CircuitBreakerChaos,
-                         ::testing::Values(ChaosParam{Compatibility::kDefault, false},
-                                           ChaosParam{Compatibility::kDefault, true},
-                                           ChaosParam{Compatibility::kResilience4j, false},
-                                           ChaosParam{Compatibility::kResilience4j, true}),
-                         [](const ::testing::TestParamInfo<ChaosParam>& info) {
-                           return std::string(info.param.mode == Compatibility::kDefault
-                                                  ? "Default"
-                                                  : "Resilience4j") +
-                                  (info.param.automatic ? "AutoOn" : "AutoOff");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Variants, CircuitBreakerChaos,
+    ::testing::Values(ChaosParam{Compatibility::kDefault, false},
+                      ChaosParam{Compatibility::kDefault, true},
+                      ChaosParam{Compatibility::kResilience4j, false},
+                      ChaosParam{Compatibility::kResilience4j, true},
+                      ChaosParam{Compatibility::kDefault, false, OutcomeOrder::kRelaxed},
+                      ChaosParam{Compatibility::kResilience4j, true, OutcomeOrder::kRelaxed}),
+    [](const ::testing::TestParamInfo<ChaosParam>& info) {
+      return std::string(info.param.mode == Compatibility::kDefault ? "Default" : "Resilience4j") +
+             (info.param.automatic ? "AutoOn" : "AutoOff") +
+             (info.param.order == OutcomeOrder::kRelaxed ? "Relaxed" : "");
+    });
 
 TEST_P(CircuitBreakerChaos, WorkersClockAndOperatorTogether) {
   constexpr int kIterations = 4000;
   ManualClock clock;
   Violations v;
-  auto created =
-      CircuitBreaker::Create("chaos", StressConfig(GetParam().mode, GetParam().automatic), clock);
+  const ChaosParam param = GetParam();
+  auto created = CircuitBreaker::Create(
+      "chaos", StressConfig(param.mode, param.automatic, param.order), clock);
   ASSERT_TRUE(created.has_value()) << created.error();
   std::unique_ptr<CircuitBreaker> cb = std::move(created).value();
-  auto chain = std::make_shared<ChainListener>(v);
+  // kRelaxed counts failures without the lock only while no listener wants
+  // outcomes one by one.
+  auto chain = std::make_shared<ChainListener>(
+      v, param.order == OutcomeOrder::kRelaxed
+             ? CircuitBreakerListener::kAllEvents & ~CircuitBreakerListener::kOutcomeEvents
+             : CircuitBreakerListener::kAllEvents);
   cb->AddListener(chain);
 
   Pacer pacer(kWorkers);
@@ -625,6 +652,304 @@ TEST(CircuitBreakerStress, FastPathSuccessesRaceWithFailures) {
     if (type == SlidingWindowType::kCountBased) {
       EXPECT_EQ(m.buffered_calls, 50) << "a full window after 12000 calls";
     }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// OutcomeOrder::kRelaxed: failures that cannot trip the window are counted in
+// the reporting thread's own slot and applied by the next lock holder. The
+// applied order is not observable from outside, so these tests choose reports
+// for which every order a thread's own order allows gives the same window, and
+// check it exactly.
+
+// Runs `threads` threads that each call `before`, wait for one another, then
+// report failures on `cb` until they are rejected. Returns how many failures
+// they reported.
+std::int64_t FailUntilRejected(CircuitBreaker& cb, int threads,
+                               const std::function<void()>& before) {
+  std::atomic<int> ready{0};
+  std::atomic<std::int64_t> failures{0};
+  std::vector<std::thread> running;
+  for (int i = 0; i < threads; ++i) {
+    running.emplace_back([&] {
+      before();
+      ready.fetch_add(1);
+      while (ready.load() < threads) std::this_thread::yield();
+      for (;;) {
+        Result<Permit> p = cb.TryAcquire();
+        if (!p) break;
+        p->Failure(1ms);
+        failures.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : running) t.join();
+  return failures.load();
+}
+
+// `cb` is OPEN after exactly one transition, by failure rate, with `buffered`
+// calls and `failed` failures in the window when it tripped.
+void ExpectOneTripByFailureRate(const CircuitBreaker& cb, const ChainListener& chain, int buffered,
+                                int failed) {
+  ASSERT_EQ(cb.state(), State::kOpen);
+  const std::vector<TransitionEvent> events = chain.events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].reason, TransitionReason::kFailureRate);
+  EXPECT_EQ(events[0].counts.buffered_calls, buffered);
+  EXPECT_EQ(events[0].counts.failed_calls, failed);
+  EXPECT_EQ(events[0].counts.failure_rate, 100.0f * static_cast<float>(failed) / buffered);
+}
+
+struct Reported {
+  std::int64_t successes = 0, slow_successes = 0, failures = 0, slow_failures = 0, ignored = 0;
+  void Add(const Reported& o) {
+    successes += o.successes;
+    slow_successes += o.slow_successes;
+    failures += o.failures;
+    slow_failures += o.slow_failures;
+    ignored += o.ignored;
+  }
+};
+
+// Threads report random outcomes at once. With a window larger than all the
+// calls, the window after them is the same whatever order they were applied
+// in: a replay gives every outcome reported, once. With a window smaller than
+// that (full, so successes and failures are counted without the lock while it
+// holds failures) the counts depend on the order, but once the threads are
+// done every counted outcome must have been applied: a window's worth of
+// successes then leaves it clean.
+TEST(CircuitBreakerStress, RelaxedOrderAppliesEveryOutcomeOnce) {
+  constexpr int kThreads = kWorkers;
+  constexpr int kCalls = 3000;
+  for (const int window : {kThreads * kCalls, 64}) {
+    for (const Compatibility mode : {Compatibility::kDefault, Compatibility::kResilience4j}) {
+      SCOPED_TRACE("window " + std::to_string(window) +
+                   (mode == Compatibility::kDefault ? " default" : " resilience4j"));
+      ManualClock clock;
+      CircuitBreakerConfig c = StressConfig(mode, false, OutcomeOrder::kRelaxed);
+      c.sliding_window_size = window;
+      c.minimum_number_of_calls = window;
+      c.failure_rate_threshold = 100;  // never trips: every call gets a permit
+      c.slow_call_rate_threshold = 100;
+      auto created = CircuitBreaker::Create("relaxed", c, clock);
+      ASSERT_TRUE(created.has_value()) << created.error();
+      std::unique_ptr<CircuitBreaker> cb = std::move(created).value();
+      Violations v;
+      std::vector<Reported> reported(kThreads);
+      std::atomic<int> started{0};
+      std::vector<std::thread> threads;
+      for (int i = 0; i < kThreads; ++i) {
+        threads.emplace_back([&, i] {
+          std::mt19937 rng(2024u + static_cast<unsigned>(i));
+          Reported& r = reported[static_cast<std::size_t>(i)];
+          // All at once, so that their reports overlap.
+          started.fetch_add(1);
+          while (started.load() < kThreads) std::this_thread::yield();
+          for (int it = 0; it < kCalls; ++it) {
+            Result<Permit> p = cb->TryAcquire();
+            if (!p) {
+              v.Add("rejected: " + p.error().ToString());
+              continue;
+            }
+            switch (rng() % 10) {
+              case 0:
+              case 1:
+              case 2:
+                p->Failure(1ms);
+                ++r.failures;
+                break;
+              case 3:
+                p->Failure(kSlow + 1ms);
+                ++r.slow_failures;
+                break;
+              case 4:
+                p->Success(kSlow + 1ms);
+                ++r.slow_successes;
+                break;
+              case 5:
+                p->Ignore();
+                ++r.ignored;
+                break;
+              default:
+                p->Success(1ms);
+                ++r.successes;
+                break;
+            }
+            if (it % 128 == 0) CheckSnapshot(cb->metrics(), v, window);
+          }
+        });
+      }
+      for (std::thread& t : threads) t.join();
+      v.ExpectNone();
+      Reported all;
+      for (const Reported& r : reported) all.Add(r);
+
+      const CircuitBreakerTotals t = cb->totals();
+      EXPECT_EQ(t.calls[0], all.successes + all.slow_successes);
+      EXPECT_EQ(t.calls[1], all.failures + all.slow_failures);
+      EXPECT_EQ(t.calls[2], all.ignored);
+      EXPECT_EQ(t.slow_successful_calls, all.slow_successes);
+      EXPECT_EQ(t.slow_failed_calls, all.slow_failures);
+      const CircuitBreakerMetrics m = cb->metrics();
+      EXPECT_EQ(m.state, State::kClosed);
+      EXPECT_EQ(m.late_outcomes, 0);
+      if (window == kThreads * kCalls) {
+        EXPECT_EQ(m.buffered_calls,
+                  all.successes + all.slow_successes + all.failures + all.slow_failures);
+        EXPECT_EQ(m.failed_calls, all.failures + all.slow_failures);
+        EXPECT_EQ(m.slow_failed_calls, all.slow_failures);
+        EXPECT_EQ(m.slow_successful_calls, all.slow_successes);
+      } else {
+        EXPECT_EQ(m.buffered_calls, window);
+        for (int i = 0; i < window; ++i) cb->TryAcquire()->Success(1ms);
+        const CircuitBreakerMetrics clean = cb->metrics();
+        EXPECT_EQ(clean.buffered_calls, window);
+        EXPECT_EQ(clean.failed_calls, 0);
+        EXPECT_EQ(clean.slow_calls, 0);
+      }
+    }
+  }
+}
+
+// Every thread reports successes, waits until all have, then reports failures
+// until it is rejected. In any order the failures are applied in, the failure
+// rate first reaches 50 % at the failure that makes them as many as the
+// successes; the breaker must trip exactly there, and every later failure is
+// still accounted for (late in kDefault, in the tripped window in
+// kResilience4j).
+TEST(CircuitBreakerStress, RelaxedOrderTripsExactlyWhereEveryOrderReachesTheThreshold) {
+  constexpr int kThreads = kWorkers;
+  constexpr int kSuccessesEach = 250;
+  constexpr int kSuccesses = kThreads * kSuccessesEach;
+  for (const Compatibility mode : {Compatibility::kDefault, Compatibility::kResilience4j}) {
+    SCOPED_TRACE(mode == Compatibility::kDefault ? "default" : "resilience4j");
+    ManualClock clock;
+    CircuitBreakerConfig c = StressConfig(mode, false, OutcomeOrder::kRelaxed);
+    c.sliding_window_size = 4 * kSuccesses;
+    c.minimum_number_of_calls = 100;
+    c.failure_rate_threshold = 50;
+    auto created = CircuitBreaker::Create("relaxed-trip", c, clock);
+    ASSERT_TRUE(created.has_value()) << created.error();
+    std::unique_ptr<CircuitBreaker> cb = std::move(created).value();
+    Violations v;
+    auto chain = std::make_shared<ChainListener>(v, CircuitBreakerListener::kTransitionEvents);
+    cb->AddListener(chain);
+    const std::int64_t failed = FailUntilRejected(*cb, kThreads, [&] {
+      for (int it = 0; it < kSuccessesEach; ++it) cb->TryAcquire()->Success(1ms);
+    });
+    v.ExpectNone();
+    ExpectOneTripByFailureRate(*cb, *chain, 2 * kSuccesses, kSuccesses);
+
+    EXPECT_GE(failed, kSuccesses);
+    const CircuitBreakerMetrics m = cb->metrics();
+    if (mode == Compatibility::kDefault) {
+      EXPECT_EQ(m.buffered_calls, 2 * kSuccesses);
+      EXPECT_EQ(m.failed_calls, kSuccesses);
+      EXPECT_EQ(m.late_outcomes, failed - kSuccesses);
+    } else {
+      EXPECT_EQ(m.buffered_calls, kSuccesses + failed);
+      EXPECT_EQ(m.failed_calls, failed);
+      EXPECT_EQ(m.late_outcomes, 0);
+    }
+    const CircuitBreakerTotals t = cb->totals();
+    EXPECT_EQ(t.calls[0], kSuccesses);
+    EXPECT_EQ(t.calls[1], failed);
+  }
+}
+
+// A full window of successes, so that failures are counted without the lock
+// within kRelaxed's allowances; threads then report only failures. In every
+// order the failure rate first reaches 50 % at the 50th failure, each one
+// replacing a success: the breaker must trip exactly there (a counted failure
+// never pushes the window past the threshold unnoticed), and every later
+// failure, counted or not, is still accounted for.
+TEST(CircuitBreakerStress, RelaxedOrderAllowancesNeverOvershootTheThreshold) {
+  constexpr int kThreads = kWorkers;
+  constexpr int kWindow = 100;
+  for (int round = 0; round < 20; ++round) {
+    for (const Compatibility mode : {Compatibility::kDefault, Compatibility::kResilience4j}) {
+      SCOPED_TRACE((mode == Compatibility::kDefault ? "default, round " : "resilience4j, round ") +
+                   std::to_string(round));
+      ManualClock clock;
+      CircuitBreakerConfig c = StressConfig(mode, false, OutcomeOrder::kRelaxed);
+      c.sliding_window_size = kWindow;
+      c.minimum_number_of_calls = kWindow;
+      c.failure_rate_threshold = 50;
+      auto created = CircuitBreaker::Create("relaxed-allowance", c, clock);
+      ASSERT_TRUE(created.has_value()) << created.error();
+      std::unique_ptr<CircuitBreaker> cb = std::move(created).value();
+      for (int i = 0; i < kWindow; ++i) cb->TryAcquire()->Success(1ms);
+      Violations v;
+      auto chain = std::make_shared<ChainListener>(v, CircuitBreakerListener::kTransitionEvents);
+      cb->AddListener(chain);
+      const std::int64_t failed = FailUntilRejected(*cb, kThreads, [] {});
+      v.ExpectNone();
+      ExpectOneTripByFailureRate(*cb, *chain, kWindow, kWindow / 2);
+      ASSERT_GE(failed, kWindow / 2);
+      const CircuitBreakerMetrics m = cb->metrics();
+      EXPECT_EQ(m.buffered_calls, kWindow);
+      if (mode == Compatibility::kDefault) {
+        EXPECT_EQ(m.failed_calls, kWindow / 2);
+        EXPECT_EQ(m.late_outcomes, failed - kWindow / 2);
+      } else {
+        EXPECT_EQ(m.failed_calls, std::min<std::int64_t>(failed, kWindow));
+        EXPECT_EQ(m.late_outcomes, 0);
+      }
+      EXPECT_EQ(cb->totals().calls[1], failed);
+    }
+  }
+}
+
+// One thread reports only failures, another only successes, taking turns: one
+// failure, then nine successes, so that the window's true failure rate stays
+// at 10 %. The failing thread records its failures under the lock once its
+// allowance is used up, folding only its own slot; the other thread never
+// takes the lock. Its successes must still count: the breaker must never trip
+// (a failure that could trip the window folds every slot first), and once the
+// threads are done the window holds about one failure in ten.
+TEST(CircuitBreakerStress, RelaxedOrderCountsThreadsThatOnlySucceed) {
+  constexpr int kRounds = 3000;
+  for (const Compatibility mode : {Compatibility::kDefault, Compatibility::kResilience4j}) {
+    SCOPED_TRACE(mode == Compatibility::kDefault ? "default" : "resilience4j");
+    ManualClock clock;
+    CircuitBreakerConfig c = StressConfig(mode, false, OutcomeOrder::kRelaxed);
+    c.sliding_window_size = 100;
+    c.minimum_number_of_calls = 100;
+    c.failure_rate_threshold = 25;
+    auto created = CircuitBreaker::Create("relaxed-turns", c, clock);
+    ASSERT_TRUE(created.has_value()) << created.error();
+    std::unique_ptr<CircuitBreaker> cb = std::move(created).value();
+    std::atomic<int> turn{0};  // Even: the failing thread's; odd: the other's.
+    std::atomic<int> rejected{0};
+    const auto report = [&](int parity, int calls, bool fail) {
+      for (int round = 0; round < kRounds; ++round) {
+        while (turn.load(std::memory_order_acquire) != 2 * round + parity) {
+          std::this_thread::yield();
+        }
+        for (int i = 0; i < calls; ++i) {
+          Result<Permit> p = cb->TryAcquire();
+          if (!p) {
+            rejected.fetch_add(1);
+            continue;
+          }
+          fail ? p->Failure(1ms) : p->Success(1ms);
+        }
+        turn.store(2 * round + parity + 1, std::memory_order_release);
+      }
+    };
+    std::thread failing(report, 0, 1, true);
+    std::thread succeeding(report, 1, 9, false);
+    failing.join();
+    succeeding.join();
+    EXPECT_EQ(rejected.load(), 0);
+    const CircuitBreakerMetrics m = cb->metrics();
+    EXPECT_EQ(m.state, State::kClosed);
+    EXPECT_EQ(m.buffered_calls, 100);
+    EXPECT_GE(m.failed_calls, 5);
+    EXPECT_LE(m.failed_calls, 15);
+    const CircuitBreakerTotals t = cb->totals();
+    EXPECT_EQ(t.calls[0], 9 * kRounds);
+    EXPECT_EQ(t.calls[1], kRounds);
   }
 }
 

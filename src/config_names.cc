@@ -94,7 +94,7 @@ Status SetEnum(E& field, std::string_view name, std::string_view value, std::str
   return Expected(name, what, value);
 }
 
-constexpr std::array<ConfigProperty, 17> kProperties{{
+constexpr std::array<ConfigProperty, 18> kProperties{{
     {"failureRateThreshold", "failure_rate_threshold", "a number in (0, 100]"},
     {"slowCallRateThreshold", "slow_call_rate_threshold", "a number in (0, 100]"},
     {"slowCallDurationThreshold", "slow_call_duration_threshold", "a duration > 0"},
@@ -117,6 +117,7 @@ constexpr std::array<ConfigProperty, 17> kProperties{{
     {"halfOpenPolicy", "half_open_policy", "FAILURE_RATE or ANY_FAILURE_REOPENS"},
     {"compatibility", "compatibility", "default or resilience4j"},
     {"callTiming", "call_timing", "AUTO, PRECISE or COARSE"},
+    {"outcomeOrder", "outcome_order", "LINEARIZABLE or RELAXED"},
 }};
 
 // Same order as kProperties.
@@ -195,6 +196,11 @@ constexpr std::array<Setter, kProperties.size()> kSetters{{
                       {"PRECISE", CallTiming::kPrecise},
                       {"COARSE", CallTiming::kCoarse}});
     },
+    [](CircuitBreakerConfig& c, std::string_view n, std::string_view v) {
+      return SetEnum(
+          c.outcome_order, n, v, kProperties[17].expects,
+          {{"LINEARIZABLE", OutcomeOrder::kLinearizable}, {"RELAXED", OutcomeOrder::kRelaxed}});
+    },
 }};
 
 std::string FloatText(float f) {
@@ -257,6 +263,9 @@ constexpr std::array<Getter, kProperties.size()> kGetters{{
           break;
       }
       return std::string("AUTO");
+    },
+    [](const CircuitBreakerConfig& c) {
+      return std::string(c.outcome_order == OutcomeOrder::kRelaxed ? "RELAXED" : "LINEARIZABLE");
     },
 }};
 

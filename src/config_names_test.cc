@@ -93,6 +93,7 @@ TEST(ConfigNames, EveryPropertySetsItsField) {
   set("halfOpenPolicy", "any_failure_reopens");
   set("compatibility", "resilience4j");
   set("callTiming", "precise");
+  set("outcomeOrder", "relaxed");
   EXPECT_EQ(c.slow_call_rate_threshold, 80.0f);
   EXPECT_EQ(c.slow_call_duration_threshold, 2s);
   EXPECT_EQ(c.max_wait_duration_in_half_open_state, 250ms);
@@ -105,6 +106,23 @@ TEST(ConfigNames, EveryPropertySetsItsField) {
   EXPECT_EQ(c.half_open_policy, HalfOpenPolicy::kAnyFailureReopens);
   EXPECT_EQ(c.compatibility, Compatibility::kResilience4j);
   EXPECT_EQ(c.call_timing, CallTiming::kPrecise);
+  EXPECT_EQ(c.outcome_order, OutcomeOrder::kRelaxed);
+}
+
+TEST(ConfigNames, OutcomeOrder) {
+  CircuitBreakerConfig c;
+  EXPECT_EQ(GetConfigProperty(c, "outcomeOrder").value(), "LINEARIZABLE");  // the default
+  ASSERT_TRUE(SetConfigProperty(c, "outcomeOrder", "RELAXED").ok());
+  EXPECT_EQ(c.outcome_order, OutcomeOrder::kRelaxed);
+  EXPECT_EQ(GetConfigProperty(c, "outcomeOrder").value(), "RELAXED");
+  ASSERT_TRUE(SetConfigProperty(c, "outcomeOrder", " Linearizable ").ok());
+  EXPECT_EQ(c.outcome_order, OutcomeOrder::kLinearizable);
+  EXPECT_EQ(SetConfigProperty(c, "outcomeOrder", "FAST").message(),
+            "outcomeOrder: expected LINEARIZABLE or RELAXED, got \"FAST\"");
+  EXPECT_EQ(c.outcome_order, OutcomeOrder::kLinearizable);
+  c.outcome_order = static_cast<OutcomeOrder>(7);
+  EXPECT_EQ(ValidateConfigProperties(c).message(),
+            "outcomeOrder (outcome_order) must be kLinearizable or kRelaxed");
 }
 
 TEST(ConfigNames, ThresholdIsParsedAsFloat) {
@@ -165,6 +183,7 @@ TEST(ConfigNames, GetReadsBackWhatSetWrote) {
   c.half_open_policy = HalfOpenPolicy::kAnyFailureReopens;
   c.compatibility = Compatibility::kResilience4j;
   c.call_timing = CallTiming::kCoarse;
+  c.outcome_order = OutcomeOrder::kRelaxed;
   CircuitBreakerConfig copy;
   for (const ConfigProperty& p : ConfigProperties()) {
     Result<std::string> value = GetConfigProperty(c, p.name);
@@ -173,6 +192,7 @@ TEST(ConfigNames, GetReadsBackWhatSetWrote) {
     EXPECT_EQ(GetConfigProperty(copy, p.name).value(), *value) << p.name;
   }
   EXPECT_EQ(copy.failure_rate_threshold, c.failure_rate_threshold);
+  EXPECT_EQ(copy.outcome_order, OutcomeOrder::kRelaxed);
   EXPECT_EQ(GetConfigProperty(c, "slowCallDurationThreshold").value(), "1500ms");
   EXPECT_EQ(GetConfigProperty(c, "slidingWindowType").value(), "TIME_BASED");
   EXPECT_EQ(GetConfigProperty(c, "nope").error().code(), StatusCode::kInvalidArgument);

@@ -124,6 +124,32 @@ enum class CallTiming : std::uint8_t {
   kCoarse,
 };
 
+// How the outcomes that threads report at the same time are ordered before the
+// window sees them (docs/semantics.md, "Outcome order").
+enum class OutcomeOrder : std::uint8_t {
+  // Linearizable: the window records outcomes in the order their reports
+  // returned, so a sequence of calls made one after another, on any threads,
+  // gets exactly Resilience4j's decisions. Each failure into a window holding
+  // failures takes the lock and reads every other thread's counters: when
+  // several threads report failures at once, a cache line crosses between
+  // cores for each of them.
+  kLinearizable,
+  // A fast failure into a full COUNT_BASED window that it cannot trip, even
+  // together with every other failure counted so, is counted in the reporting
+  // thread's own slot and applied later, in that thread's order (a thread gets
+  // an allowance of up to 31 such failures at a time, granted under the lock
+  // so that the allowances together never reach the failure-rate threshold).
+  // Every trip is still decided under the lock, on every outcome reported
+  // before it, by the failure that crosses the threshold; what changes is only
+  // the order in which concurrent threads' outcomes enter the ring, and so
+  // which one leaves it first. One thread alone gets kLinearizable's decisions
+  // exactly. TIME_BASED windows, a consecutive_failure_threshold, or an
+  // outcome listener keep kLinearizable's order. Two threads failing at once
+  // on one breaker get more than one thread's throughput instead of a
+  // fraction of it (docs/performance.md).
+  kRelaxed,
+};
+
 enum class OutcomeKind : std::uint8_t { kSuccess, kFailure, kIgnored };
 
 std::string_view OutcomeKindName(OutcomeKind kind) noexcept;
@@ -222,6 +248,9 @@ struct CircuitBreakerConfig {
   Compatibility compatibility = Compatibility::kDefault;
   // Default: kAuto.
   CallTiming call_timing = CallTiming::kAuto;
+  // How outcomes reported on several threads at once are ordered (see
+  // OutcomeOrder). Default: kLinearizable.
+  OutcomeOrder outcome_order = OutcomeOrder::kLinearizable;
 
   // --- Fleet (fusebox/shared_state.h, docs/distributed.md) ---
   // When set, the breaker shares its OPEN state and its recovery probe with
@@ -406,6 +435,10 @@ inline constexpr std::uint64_t kDeferSuccessBit = 1u << 8;
 inline constexpr std::uint64_t kSharedStaleBit = 1u << 9;
 // A listener wants every outcome, in order: successes take the locked path.
 inline constexpr std::uint64_t kOutcomeListenersBit = 1u << 10;
+// OutcomeOrder::kRelaxed: a non-slow failure of the current epoch may be
+// counted in the thread's own slot, within the allowance the lock holder
+// granted that slot (set only together with kDeferSuccessBit).
+inline constexpr std::uint64_t kDeferFailureBit = 1u << 11;
 
 // Writer slots of CircuitBreaker's per-thread counters: up to
 // kOwnedWriterSlots threads at a time each own one slot index (the same in
@@ -605,6 +638,8 @@ class CircuitBreaker {
   bool RecordClosedSuccess(std::uint64_t word) noexcept;
   void CountOutcome(OutcomeKind kind, Duration d) noexcept;
   void DeferSuccess() noexcept;
+  bool DeferFailure(std::uint32_t epoch, Duration d) noexcept;
+  bool DeferFailureSlow(std::uint64_t word) noexcept;
   TimePoint CallStart() const noexcept;
   Duration CallElapsed(TimePoint start) const noexcept;
   Outcome ClassifyException(const std::exception_ptr& e) const noexcept;
@@ -620,6 +655,9 @@ class CircuitBreaker {
   const Duration slow_threshold_;
   const bool precise_call_timing_;
   const bool resilience4j_;
+  // OutcomeOrder::kRelaxed on a COUNT_BASED window without a
+  // consecutive_failure_threshold: failures may be deferred (DeferFailure()).
+  const bool relaxed_order_;
   Clock& clock_;
   const std::string name_;
   const CircuitBreakerConfig config_;
@@ -640,6 +678,10 @@ class CircuitBreaker {
     std::atomic<std::uint64_t> call_ns[3] = {};
   };
   const std::unique_ptr<SlotCounters[]> counters_;
+  // OutcomeOrder::kRelaxed only: each owned slot's deferred failures, on
+  // lines of their own (see circuit_breaker.cc). Null otherwise.
+  struct FailureLog;
+  const std::unique_ptr<FailureLog[]> failure_logs_;
 
   // Everything else: the windows, half-open bookkeeping, listeners, timers.
   const std::unique_ptr<Core> core_;
@@ -696,8 +738,20 @@ inline void Permit::Record(const Outcome& outcome) noexcept {
     b->RecordSuccess(epoch_, half_open_slot_, outcome.duration);
   } else {
     b->CountOutcome(outcome.kind, outcome.duration);
+    if (outcome.kind == OutcomeKind::kFailure && outcome.open_for <= Duration::zero() &&
+        b->DeferFailure(epoch_, outcome.duration)) {
+      return;
+    }
     b->RecordSlow(epoch_, half_open_slot_, outcome);
   }
+}
+
+inline bool CircuitBreaker::DeferFailure(std::uint32_t epoch, Duration d) noexcept {
+  const std::uint64_t word = word_.load(std::memory_order_relaxed);
+  if (!(word & internal::kDeferFailureBit) || d > slow_threshold_ || EpochOf(word) != epoch) {
+    return false;
+  }
+  return DeferFailureSlow(word);
 }
 
 inline void CircuitBreaker::CountOutcome(OutcomeKind kind, Duration d) noexcept {

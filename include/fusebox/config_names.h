@@ -57,7 +57,8 @@ struct ConfigProperty {
 
 // Every property SetConfigProperty() knows, Resilience4j's first and in its
 // documentation's order, then fusebox's own (consecutiveFailureThreshold,
-// openDurationJitter, jitterSeed, halfOpenPolicy, compatibility).
+// openDurationJitter, jitterSeed, halfOpenPolicy, compatibility, callTiming,
+// outcomeOrder).
 std::span<const ConfigProperty> ConfigProperties() noexcept;
 
 // The property named `name` (exact, case-sensitive camelCase), or nullptr.

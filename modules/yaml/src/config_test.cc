@@ -89,6 +89,7 @@ TEST(YamlConfig, Seed004FormatsEveryProperty) {
             "        halfOpenPolicy: FAILURE_RATE\n"
             "        compatibility: default\n"
             "        callTiming: AUTO\n"
+            "        outcomeOrder: LINEARIZABLE\n"
             "        enableExponentialBackoff: false\n"
             "        exponentialBackoffMultiplier: 1.5\n"
             "        exponentialMaxWaitDurationInOpenState: 0ms\n"
@@ -174,6 +175,26 @@ resilience4j:
   EXPECT_EQ(b.wait_duration_in_open_state, seconds(2));
   EXPECT_EQ(b.sliding_window_type, SlidingWindowType::kTimeBased);
   EXPECT_EQ(c.rate_limiters.instance("search")->limit_for_period, 10);
+}
+
+// fusebox's own breaker properties load through the same table, e.g. the
+// outcome order (fusebox/config_names.h).
+TEST(YamlConfig, OutcomeOrderLoads) {
+  const Configuration c = MustLoad(R"(
+resilience4j:
+  circuitbreaker:
+    instances:
+      payment:
+        outcomeOrder: RELAXED
+      inventory:
+        outcome-order: linearizable
+      reports:
+)");
+  EXPECT_EQ(c.circuit_breakers.instance("payment")->config.outcome_order, OutcomeOrder::kRelaxed);
+  EXPECT_EQ(c.circuit_breakers.instance("inventory")->config.outcome_order,
+            OutcomeOrder::kLinearizable);
+  EXPECT_EQ(c.circuit_breakers.instance("reports")->config.outcome_order,
+            OutcomeOrder::kLinearizable);
 }
 
 // A file of fusebox's own may leave out the resilience4j: level.

@@ -400,11 +400,6 @@ struct alignas(64) CircuitBreaker::Core {
   // Set while TransitionLocked() runs: folds leave deferred failures (and
   // what their threads reported after them) for after the transition.
   bool hold_deferred_failures FUSEBOX_GUARDED_BY(mu) = false;
-  // OutcomeOrder::kRelaxed: slot i's owner may count its failure number
-  // FailureLog::count only while count < failure_limits[i]. Written under mu
-  // (grants, withdrawals), read by the owners; one line for all slots, so
-  // that a grant reads no line another thread keeps writing.
-  alignas(64) std::atomic<std::uint64_t> failure_limits[kOwnedWriterSlots] = {};
   internal::SlidingWindow closed_window FUSEBOX_GUARDED_BY(mu);
   // Resilience4j's half-open metrics: COUNT_BASED of size permitted, whatever
   // the closed window's type.
@@ -513,6 +508,19 @@ struct alignas(64) CircuitBreaker::Core {
   std::unique_ptr<Stripe[]> stripes;
   // Sums of the slot counters' rejections before the current metrics began.
   std::uint64_t rejected_base[2] FUSEBOX_GUARDED_BY(mu) = {};
+
+  // --- OutcomeOrder::kRelaxed: read by every deferred failure, written only
+  // by grants and withdrawals, so on lines of their own. ---
+  // Slot i's owner may count its failure number FailureLog::count only while
+  // count < failure_limits[i]. Written under mu, read by the owners; one line
+  // for all slots, so that a grant reads no line another thread keeps
+  // writing.
+  alignas(64) std::atomic<std::uint64_t> failure_limits[kOwnedWriterSlots] = {};
+  // Withdrawals so far (PublishLocked()): a thread that read a limit before
+  // one and counts a failure after it must settle it, even if by then a new
+  // grant has made the state word look as it did (DeferFailureSlow()).
+  std::atomic<std::uint64_t> withdrawals{0};
+  char pad_after_allowances[64 - sizeof(std::atomic<std::uint64_t>)] = {};
 
   std::uint64_t SumSuccesses() const {
     std::uint64_t n = 0;
@@ -840,6 +848,7 @@ struct alignas(64) CircuitBreaker::Core {
     for (int i = 0; i < kOwnedWriterSlots; ++i) {
       failure_limits[i].store(0, std::memory_order_relaxed);
     }
+    withdrawals.store(withdrawals.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
     cb.word_.store(word, std::memory_order_seq_cst);
     // Failures counted over an allowance withdrawn for being too large could
     // reach the threshold: decided on as they go in.
@@ -1715,17 +1724,24 @@ bool CircuitBreaker::DeferFailureSlow(std::uint64_t word) noexcept {
   const int slot = MySlot();
   if (slot == kSharedSlot) return false;  // Shared by threads: no log.
   FailureLog& log = failure_logs_[slot];
+  // Acquire: the limit read below is at least as new as this withdrawal count.
+  const std::uint64_t withdrawals = core_->withdrawals.load(std::memory_order_acquire);
   const std::uint64_t n = log.count.load(std::memory_order_relaxed);
   if (n >= core_->failure_limits[slot].load(std::memory_order_relaxed)) return false;
   const std::uint64_t position = counters_[slot].successes.load(std::memory_order_relaxed);
   log.entry[n % FailureLog::kEntries].store(
       ((position & Core::kPositionMask) << 16) | (EpochOf(word) & Core::kEpochLowMask),
       std::memory_order_relaxed);
-  // seq_cst store, then seq_cst load of the word: this thread's half of the
-  // handshake with a holder withdrawing the allowance (Core::PublishLocked()).
+  // seq_cst store, then seq_cst loads of the word and the withdrawal count:
+  // this thread's half of the handshake with a holder withdrawing the
+  // allowance (Core::PublishLocked()). The count catches a withdrawal since
+  // the limit was read that a new grant has hidden from the word.
   log.count.store(n + 1, std::memory_order_seq_cst);
   const std::uint64_t now = word_.load(std::memory_order_seq_cst);
-  if ((now & internal::kDeferFailureBit) && EpochOf(now) == EpochOf(word)) return true;
+  if ((now & internal::kDeferFailureBit) && EpochOf(now) == EpochOf(word) &&
+      core_->withdrawals.load(std::memory_order_seq_cst) == withdrawals) {
+    return true;
+  }
   core_->SettleDeferred();
   return true;
 }

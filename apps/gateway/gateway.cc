@@ -3,12 +3,14 @@
 // hands the ones that may block to the worker pool, writes responses, streams
 // the dashboard's events and shuts down gracefully.
 //
-// Threads: `io_threads` run one io_context; every connection lives on its own
-// strand, so its handlers never run concurrently. What can be answered without
-// blocking is answered on the I/O thread (Handler::TryAnswerNow: health,
-// metrics, unknown routes, fresh snapshots of the in-memory store, refusals by
-// an OPEN circuit), and without Redis an uncached call or a write runs there
-// too, its upstream exchange asynchronous (Handler::TryHandleAsync). Work
+// Threads: each of the `io_threads` runs an io_context of its own (loop 0 also
+// holds the acceptor and the timers); connections are spread over the loops
+// in turn, and every connection lives on its own strand, so its handlers never
+// run concurrently. What can be answered without blocking is answered on the
+// I/O thread (Handler::Dispatch: health, metrics, unknown routes, fresh
+// snapshots of the in-memory store, refusals by an OPEN circuit), and without
+// Redis an uncached call or a write runs there too, its upstream exchange
+// asynchronous on the connection's loop. Work
 // that may block (a call whose breakers ask Redis, a single-flight wait, the
 // Redis snapshot store, an admin override that talks to Redis) runs on a
 // fixed pool of `workers` threads and posts its response back to the
@@ -23,6 +25,7 @@
 #include <signal.h>
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -136,8 +139,13 @@ class Session : public std::enable_shared_from_this<Session> {
   using Timer = asio::basic_waitable_timer<std::chrono::steady_clock,
                                            asio::wait_traits<std::chrono::steady_clock>, Strand>;
 
-  Session(Stream::socket_type socket, ServerContext& ctx)
-      : ctx_(ctx), table_(ctx.table), stream_(std::move(socket)), timer_(stream_.get_executor()) {}
+  // `loop`: the index of the event loop the socket is on (its executor).
+  Session(Stream::socket_type socket, ServerContext& ctx, std::size_t loop)
+      : ctx_(ctx),
+        table_(ctx.table),
+        loop_(loop),
+        stream_(std::move(socket)),
+        timer_(stream_.get_executor()) {}
 
   ~Session() { table_->Remove(id_); }
 
@@ -189,8 +197,15 @@ class Session : public std::enable_shared_from_this<Session> {
     timer_.cancel();
   }
 
+  // One timer per connection, re-armed (never merely cancelled) as the
+  // connection moves on: idle_timeout while idle, read_timeout while a
+  // request arrives or its response is written. While the request is
+  // handled (kBusy) the last deadline may fire and is ignored: the response
+  // re-arms it. Each cancelled wait costs a completion through the strand,
+  // so a request that arrives whole costs two waits, not four.
   void OnTimeout() {
-    if (phase_ == Phase::kIdle) {
+    if (phase_ == Phase::kIdle || phase_ == Phase::kWriting) {
+      // Idle too long, or a client that does not read its response.
       Close();
     } else if (phase_ == Phase::kReading) {
       // Cancelling the read makes OnRead answer 408 (slowloris).
@@ -217,17 +232,31 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void ReadRequest() {
     phase_ = Phase::kReading;
-    ArmTimer(ctx_.config->limits.read_timeout);
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(ctx_.config->limits.max_header_bytes));
     parser_->body_limit(ctx_.config->limits.max_body_bytes);
+    parser_->eager(true);  // as http::async_read sets it
+    // A request usually arrives whole in its first segment: parse what is
+    // buffered first, as http::async_read would, and go asynchronous (under
+    // read_timeout) only for the rest. Saves a timer and a post per request.
+    for (;;) {
+      if (parser_->is_done()) return OnRead({});
+      if (buffer_.size() == 0) break;
+      beast::error_code ec;
+      const std::size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) break;
+      if (ec) return OnRead(ec);
+      if (used == 0) break;
+    }
+    ArmTimer(ctx_.config->limits.read_timeout);
     http::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
-    DisarmTimer();
+    // The timer is left armed (see OnTimeout): WriteResponse re-arms it.
     if (timed_out_) {
       return WriteResponse(ErrorResponse(408, "REQUEST_TIMEOUT", "the request took too long"),
                            false);
@@ -247,75 +276,118 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec) return Close();
 
-    http::request<http::string_body> req = parser_->release();
-    parser_.reset();
+    http::request<http::string_body>& req = parser_->get();
     const bool keep_alive = req.keep_alive();
-    auto request = std::make_shared<HttpRequest>();
-    request->method = std::string(req.method_string());
-    request->target = std::string(req.target());
+    HttpRequest request;
+    request.method = std::string(req.method_string());
+    request.target = std::string(req.target());
+    request.headers.reserve(static_cast<std::size_t>(std::distance(req.begin(), req.end())));
     for (const auto& field : req) {
-      request->headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+      request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     }
-    request->body = std::move(req.body());
+    request.body = std::move(req.body());
+    parser_.reset();
     const std::string_view path =
-        std::string_view(request->target).substr(0, request->target.find('?'));
+        std::string_view(request.target).substr(0, request.target.find('?'));
 
-    if (path == "/dashboard" && request->method == "GET") {
+    if (path == "/dashboard" && request.method == "GET") {
       HttpResponse r;
       r.content_type = "text/html; charset=utf-8";
       r.body = std::string(DashboardHtml());
       return WriteResponse(std::move(r), keep_alive);
     }
-    if (path == "/dashboard/events" && request->method == "GET") return StartSse();
-    // A fresh hit or a fail-fast is answered here, without a thread hop;
-    // anything that may block goes to a worker.
-    if (std::optional<HttpResponse> now = ctx_.handler->TryAnswerNow(*request)) {
-      return WriteResponse(std::move(*now), keep_alive);
+    if (path == "/dashboard/events" && request.method == "GET") {
+      DisarmTimer();
+      return StartSse();
     }
     phase_ = Phase::kBusy;
-    // An uncached call without Redis: the upstream exchange runs on this
-    // event loop too, and its answer comes back to this strand.
-    if (ctx_.handler->TryHandleAsync(
-            *request, [self = shared_from_this(), keep_alive](HttpResponse response) {
-              asio::post(self->stream_.get_executor(),
-                         [self, response = std::move(response), keep_alive]() mutable {
-                           self->WriteResponse(std::move(response), keep_alive);
-                         });
-            })) {
-      return;
-    }
-    asio::post(*ctx_.workers, [self = shared_from_this(), request, keep_alive] {
-      HttpResponse response = self->ctx_.handler->Handle(*request);
+    // A fresh hit or a fail-fast is answered here, without a thread hop; an
+    // uncached call without Redis runs its upstream exchange on this event
+    // loop too, and its answer comes back to this strand; anything that may
+    // block goes to a worker. One route match for all three.
+    HttpResponse now;
+    std::function<void(HttpResponse)> later = [self = shared_from_this(),
+                                               keep_alive](HttpResponse response) {
       asio::post(self->stream_.get_executor(),
                  [self, response = std::move(response), keep_alive]() mutable {
                    self->WriteResponse(std::move(response), keep_alive);
                  });
-    });
+    };
+    switch (ctx_.handler->Dispatch(request, loop_, now, later)) {
+      case Handler::Dispatched::kAnswered:
+        return WriteResponse(std::move(now), keep_alive);
+      case Handler::Dispatched::kStarted:
+        return;
+      case Handler::Dispatched::kToWorker:
+        break;
+    }
+    asio::post(*ctx_.workers,
+               [self = shared_from_this(),
+                request = std::make_shared<const HttpRequest>(std::move(request)), keep_alive] {
+                 HttpResponse response = self->ctx_.handler->Handle(*request);
+                 asio::post(self->stream_.get_executor(),
+                            [self, response = std::move(response), keep_alive]() mutable {
+                              self->WriteResponse(std::move(response), keep_alive);
+                            });
+               });
   }
 
   void WriteResponse(HttpResponse r, bool keep_alive) {
     if (phase_ == Phase::kClosed) return;
     phase_ = Phase::kWriting;
     keep_alive = keep_alive && !table_->draining.load();
-    auto res = std::make_shared<http::response<http::string_body>>();
-    res->result(static_cast<unsigned>(r.status));
-    res->version(11);
-    res->set(http::field::server, "fusebox-gateway");
-    res->set(http::field::content_type, r.content_type);
-    for (const auto& [k, v] : r.headers) res->insert(k, v);
-    res->body() = std::move(r.body);
-    res->keep_alive(keep_alive);
-    res->prepare_payload();
-    // A client that does not read its response is cut off like a slow one.
-    stream_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        ctx_.config->limits.read_timeout));
-    http::async_write(
-        stream_, *res,
-        [self = shared_from_this(), res, keep_alive](beast::error_code ec, std::size_t) {
-          self->stream_.expires_never();
-          if (ec || !keep_alive) return self->Close();
-          self->WaitForRequest();
-        });
+    // A client that does not read its response is cut off like a slow one
+    // (OnTimeout, kWriting).
+    ArmTimer(ctx_.config->limits.read_timeout);
+    const auto status = static_cast<unsigned>(r.status);
+    if (status < 200 || status == 204 || status == 304) {
+      // No body allowed: Beast's rules (prepare_payload) for these rare ones.
+      auto res = std::make_shared<http::response<http::string_body>>();
+      res->result(status);
+      res->version(11);
+      res->set(http::field::server, "fusebox-gateway");
+      res->set(http::field::content_type, r.content_type);
+      for (const auto& [k, v] : r.headers) res->insert(k, v);
+      res->body() = std::move(r.body);
+      res->keep_alive(keep_alive);
+      res->prepare_payload();
+      http::async_write(
+          stream_, *res,
+          [self = shared_from_this(), res, keep_alive](beast::error_code ec, std::size_t) {
+            if (ec || !keep_alive) return self->Close();
+            self->WaitForRequest();
+          });
+      return;
+    }
+    // The bytes Beast's serializer would send for this response, written in
+    // one buffer that the connection keeps (its capacity is reused): the
+    // serializer's buffer sequences cost more than the copy.
+    std::string& out = out_;
+    out.clear();
+    out += "HTTP/1.1 ";
+    out += std::to_string(status);
+    out += ' ';
+    const beast::string_view reason = http::obsolete_reason(http::int_to_status(status));
+    out.append(reason.data(), reason.size());
+    out += "\r\nServer: fusebox-gateway\r\nContent-Type: ";
+    out += r.content_type;
+    out += "\r\n";
+    for (const auto& [k, v] : r.headers) {
+      out += k;
+      out += ": ";
+      out += v;
+      out += "\r\n";
+    }
+    if (!keep_alive) out += "Connection: close\r\n";
+    out += "Content-Length: ";
+    out += std::to_string(r.body.size());
+    out += "\r\n\r\n";
+    out += r.body;
+    asio::async_write(stream_, asio::buffer(out),
+                      [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
+                        if (ec || !keep_alive) return self->Close();
+                        self->WaitForRequest();
+                      });
   }
 
   void StartSse() {
@@ -364,12 +436,15 @@ class Session : public std::enable_shared_from_this<Session> {
 
   ServerContext& ctx_;
   const std::shared_ptr<SessionTable> table_;
+  const std::size_t loop_;
   Stream stream_;
   Timer timer_;
   std::uint64_t timer_gen_ = 0;
   bool timed_out_ = false;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  // The response being written.
+  std::string out_;
   Phase phase_ = Phase::kIdle;
   std::atomic<bool> sse_{false};
   std::deque<std::shared_ptr<const std::string>> sse_queue_;
@@ -379,10 +454,21 @@ class Session : public std::enable_shared_from_this<Session> {
 }  // namespace
 
 struct Gateway::Impl {
-  // Declared first, destroyed last: handlers still queued in it (holding
-  // sessions) are dropped after everything else is gone, and a session's
-  // destructor only touches the shared SessionTable.
-  asio::io_context ioc;
+  // The event loops are declared first, destroyed last: handlers still
+  // queued in them (holding sessions) are dropped after everything else is
+  // gone, and a session's destructor only touches the shared SessionTable.
+  // Loop 0: the acceptor, the timers and a share of the connections.
+  asio::io_context ioc{1};
+  // Loops 1 .. io_threads - 1. Each loop is run by one I/O thread, as an
+  // nginx worker runs its own event loop: a connection and its upstream
+  // exchanges stay on one thread, and no two threads share one scheduler's
+  // lock and epoll. (One io_context run by every thread cost more CPU per
+  // proxied request, and much more throughput when the cores are shared:
+  // docs/performance.md.)
+  std::vector<std::unique_ptr<asio::io_context>> more_loops;
+  // Keep loops 1.. running while they have no connection; released at
+  // shutdown, after the acceptor is closed.
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> loop_guards;
   GatewayConfig config;
   Clock* clock = nullptr;
   std::ostream* log = nullptr;
@@ -405,17 +491,23 @@ struct Gateway::Impl {
   asio::steady_timer ticker{control};
   asio::steady_timer grace{control};
   std::vector<std::thread> io_threads;
+  // The loop of the next connection (round robin; on the control strand).
+  std::size_t next_loop = 0;
   std::string address;
   int port = 0;
   internal::Mutex shutdown_mu;
   bool shut_down FUSEBOX_GUARDED_BY(shutdown_mu) = false;
 
+  asio::io_context& Loop(std::size_t i) { return i == 0 ? ioc : *more_loops[i - 1]; }
+
   void Accept() {
-    acceptor.async_accept(asio::make_strand(ioc),
-                          [this](beast::error_code ec, Session::Stream::socket_type s) {
+    const std::size_t loop = next_loop;
+    next_loop = (next_loop + 1) % (more_loops.size() + 1);
+    acceptor.async_accept(asio::make_strand(Loop(loop)),
+                          [this, loop](beast::error_code ec, Session::Stream::socket_type s) {
                             if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
                             if (!ec && !table->draining.load()) {
-                              std::make_shared<Session>(std::move(s), ctx)->Start();
+                              std::make_shared<Session>(std::move(s), ctx, loop)->Start();
                             }
                             Accept();
                           });
@@ -457,6 +549,9 @@ void Gateway::Impl::Shutdown() {
     beast::error_code ec;
     acceptor.close(ec);
     ticker.cancel();
+    // No connection is accepted after this (accepts run on this strand):
+    // loops 1.. may end once their connections have.
+    loop_guards.clear();
     for (const std::shared_ptr<Session>& s : table->All()) s->Drain();
     if (table->empty()) return;
     grace.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -466,6 +561,7 @@ void Gateway::Impl::Shutdown() {
       forced.store(true);
       for (const std::shared_ptr<Session>& s : table->All()) s->ForceClose();
       ioc.stop();
+      for (const std::unique_ptr<asio::io_context>& loop : more_loops) loop->stop();
     });
     // The last connection may have ended before the timer was armed.
     if (table->empty()) grace.cancel();
@@ -606,6 +702,12 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
                   std::to_string(impl->port);
   const std::string instance = config.instance.empty() ? impl->address : config.instance;
 
+  std::vector<asio::io_context*> loops = {&impl->ioc};
+  for (int i = 1; i < config.io_threads; ++i) {
+    impl->more_loops.push_back(std::make_unique<asio::io_context>(1));
+    impl->loop_guards.push_back(asio::make_work_guard(*impl->more_loops.back()));
+    loops.push_back(impl->more_loops.back().get());
+  }
   impl->handler =
       std::make_unique<Handler>(Handler::Deps{.config = &impl->config,
                                               .registry = impl->registry.get(),
@@ -615,7 +717,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
                                               .instance = instance,
                                               .store_may_block = !config.redis_url.empty(),
                                               .circuits_may_block = !config.redis_url.empty(),
-                                              .loop = &impl->ioc});
+                                              .loops = loops});
   impl->workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(config.workers));
   impl->ctx = ServerContext{.config = &impl->config,
                             .handler = impl->handler.get(),
@@ -629,7 +731,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
   impl->Accept();
   impl->Tick();
   for (int i = 0; i < config.io_threads; ++i) {
-    impl->io_threads.emplace_back([raw] { raw->ioc.run(); });
+    impl->io_threads.emplace_back([raw, i] { raw->Loop(static_cast<std::size_t>(i)).run(); });
   }
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
 }

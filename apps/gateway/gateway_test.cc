@@ -562,6 +562,33 @@ routes: []
   EXPECT_THAT(response, HasSubstr("Connection: close"));
 }
 
+TEST(GatewaySlowClient, PipelinedRequestsAreAnsweredInOrderThenAnIdleConnectionCloses) {
+  testing::ManualClock clock;
+  Result<GatewayConfig> config = ParseGatewayConfig(R"(listen: 127.0.0.1:0
+io_threads: 2
+limits:
+  idle_timeout: 100ms
+upstreams: []
+routes: []
+)",
+                                                    "idle.yaml", TestEnv());
+  ASSERT_TRUE(config.has_value()) << config.error();
+  std::ostringstream log;
+  auto gw = Gateway::Create({.config = *config, .clock = &clock, .log = &log});
+  ASSERT_TRUE(gw.has_value()) << gw.error();
+  RawConnection client((*gw)->address());
+  // Both requests in one segment: the second waits in the buffer.
+  client.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(client.ReadUntil("\r\n\r\n"), ::testing::StartsWith("HTTP/1.1 200"));
+  EXPECT_EQ(client.ReadUntil("}"), R"({"status":"ok"})");
+  const std::string second = client.ReadUntil("\r\n\r\n");
+  EXPECT_THAT(second, ::testing::StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(second, ::testing::Not(HasSubstr("Connection: close")));
+  EXPECT_EQ(client.ReadUntil("}"), R"({"ready":true,"redis":"none"})");
+  // Then nothing: the keep-alive connection is closed after idle_timeout.
+  EXPECT_EQ(client.ReadUntil("\r\n"), "<End of file>");
+}
+
 // --- The real binary: SIGTERM drains in-flight requests, exit 0 -------------
 
 TEST(GatewayProcess, SigtermFinishesInFlightRequestsAndExitsZero) {

@@ -224,8 +224,11 @@ Handler::Handler(Deps deps) : deps_(std::move(deps)) {
   const GatewayConfig& config = *deps_.config;
   for (const UpstreamConfig& up : config.upstreams) {
     pools_.push_back(std::make_unique<UpstreamPool>(up));
-    if (deps_.loop != nullptr) {
-      async_pools_.push_back(std::make_unique<AsyncUpstreamPool>(*deps_.loop, up));
+    if (!deps_.loops.empty()) {
+      std::vector<std::unique_ptr<AsyncUpstreamPool>>& per_loop = async_pools_.emplace_back();
+      for (boost::asio::io_context* loop : deps_.loops) {
+        per_loop.push_back(std::make_unique<AsyncUpstreamPool>(*loop, up));
+      }
     }
     upstream_counts_.push_back(std::make_unique<std::array<std::atomic<std::uint64_t>, 5>>());
   }
@@ -498,33 +501,55 @@ HttpResponse Handler::Forwarded(CompiledRoute& route, std::string_view key, cons
   return Finish(std::move(r), key);
 }
 
-bool Handler::TryHandleAsync(const HttpRequest& request, std::function<void(HttpResponse)> done) {
-  // Only where nothing but the upstream exchange waits: circuits that never
-  // ask Redis, and no snapshot store or single-flight in the way.
-  if (!CanRunAsync()) return false;
+Handler::Dispatched Handler::Dispatch(const HttpRequest& request, std::size_t loop,
+                                      HttpResponse& answer,
+                                      std::function<void(HttpResponse)>& done) {
   const auto [path, query] = SplitTarget(request.target);
+  if (std::optional<HttpResponse> r = Endpoint(path)) {
+    answer = *std::move(r);
+    return Dispatched::kAnswered;
+  }
+  if (path == "/admin" || path.substr(0, 7) == "/admin/") return Dispatched::kToWorker;
   Matched m = Match(request, path);
-  if (m.route == nullptr) return false;
+  if (m.route == nullptr) {
+    answer = Unmatched(m);
+    return Dispatched::kAnswered;
+  }
   CompiledRoute& route = *m.route;
-  if (request.method == "GET" && route.config->cache) return false;
+  // An uncached call on the loop refuses as TryAnswerRouteNow would
+  // (ProviderCall::Start asks the circuits first), so it goes there directly.
+  if (CanRunAsync() && !(request.method == "GET" && route.config->cache)) {
+    return StartAsync(route, m.params, request, query, loop, answer, done);
+  }
+  if (std::optional<HttpResponse> r = TryAnswerRouteNow(route, m.params, request, query)) {
+    answer = *std::move(r);
+    return Dispatched::kAnswered;
+  }
+  return Dispatched::kToWorker;
+}
+
+Handler::Dispatched Handler::StartAsync(CompiledRoute& route, const Params& params,
+                                        const HttpRequest& request, std::string_view query,
+                                        std::size_t loop, HttpResponse& answer,
+                                        std::function<void(HttpResponse)>& done) {
   auto in_flight = std::make_shared<InFlight>(in_flight_);
-  Result<std::string> key = CircuitKey(route, m.params);
+  Result<std::string> key = CircuitKey(route, params);
   if (!key) {
-    done(ErrorResponse(400, "BAD_REQUEST", key.error().message()));
-    return true;
+    answer = ErrorResponse(400, "BAD_REQUEST", key.error().message());
+    return Dispatched::kAnswered;
   }
   std::variant<meta::ProviderCall, meta::ProviderError> call =
       meta::ProviderCall::Start(*deps_.registry, *key);
   if (meta::ProviderError* refused = std::get_if<meta::ProviderError>(&call)) {
     Fetched f;
     f.error = *refused;
-    done(Failed(route, *key, f, nullptr, Duration::zero()));
-    return true;
+    answer = Failed(route, *key, f, nullptr, Duration::zero());
+    return Dispatched::kAnswered;
   }
   upstream_calls_.fetch_add(1, std::memory_order_relaxed);
   const bool get = request.method == "GET";
-  async_pools_[route.config->upstream]->Send(
-      UpstreamRequestFor(route, m.params, request, query),
+  async_pools_[route.config->upstream][loop]->Send(
+      UpstreamRequestFor(route, params, request, query),
       [this, &route, key = *std::move(key), get, in_flight = std::move(in_flight),
        started =
            std::make_shared<meta::ProviderCall>(std::get<meta::ProviderCall>(std::move(call))),
@@ -533,7 +558,7 @@ bool Handler::TryHandleAsync(const HttpRequest& request, std::function<void(Http
         std::move(*started).Finish(f.ok ? nullptr : &f.error);
         done(Forwarded(route, key, f, get));
       });
-  return true;
+  return Dispatched::kStarted;
 }
 
 HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,

@@ -4,13 +4,15 @@
 // the snapshot cache, the two circuits around the upstream call, the client
 // contract of docs/gateway.md, /healthz, /readyz, /metrics and the admin API.
 // The server (gateway.cc) parses requests, answers on its I/O thread what
-// can be answered without blocking, runs Handle() on a worker thread for the
-// rest, and writes the response.
+// can be answered without blocking, starts there what only waits for the
+// upstream, runs Handle() on a worker thread for the rest, and writes the
+// response.
 //
-//   if (std::optional<HttpResponse> now = handler.TryAnswerNow(request)) {
-//     Write(*now);                                      // on the I/O thread
-//   } else {
-//     Write(handler.Handle(request));                   // on a worker: may block
+//   switch (handler.Dispatch(request, now, done)) {
+//     case Handler::Dispatched::kAnswered: Write(now); break;  // on the I/O thread
+//     case Handler::Dispatched::kStarted: break;               // done(answer) later
+//     case Handler::Dispatched::kToWorker:
+//       Write(handler.Handle(request));                        // on a worker: may block
 //   }
 //
 // Thread-safe.
@@ -86,8 +88,10 @@ class Handler {
     bool store_may_block = true;
     // Whether a breaker may ask a shared state (Redis) when a call starts.
     bool circuits_may_block = true;
-    // The event loop of TryHandleAsync's upstream calls; null: none.
-    boost::asio::io_context* loop = nullptr;
+    // The event loops, each run by one I/O thread, of the upstream calls
+    // that Dispatch() starts: an AsyncUpstreamPool per upstream and loop, so
+    // that an exchange runs on its client connection's thread. Empty: none.
+    std::vector<boost::asio::io_context*> loops;
   };
 
   explicit Handler(Deps deps);
@@ -99,12 +103,25 @@ class Handler {
   // exactly as Handle() answers it. nullopt: run Handle() on a worker.
   std::optional<HttpResponse> TryAnswerNow(const HttpRequest& request);
 
-  // Starts `request` on the event loop (Deps::loop) when nothing but the
-  // upstream exchange would wait: an uncached route or a write, with
-  // circuits that never ask Redis. `done` gets the answer Handle() would
-  // give, once, on a thread of the loop (or at once, for a refusal). False:
-  // not such a request; run Handle() on a worker.
-  bool TryHandleAsync(const HttpRequest& request, std::function<void(HttpResponse)> done);
+  // What Dispatch() did with a request.
+  enum class Dispatched : std::uint8_t {
+    // Answered now, in `answer` (TryAnswerNow's cases, and a call refused
+    // before it started).
+    kAnswered,
+    // Started on event loop `loop` (Deps::loops), because nothing but the
+    // upstream exchange would wait: an uncached route or a write, with
+    // circuits that never ask Redis. `done` was taken and gets the answer
+    // Handle() would give, later, once, on the loop's thread.
+    kStarted,
+    // Neither: run Handle() on a worker (`done` is left as it was).
+    kToWorker,
+  };
+
+  // What the I/O thread of loop `loop` (an index into Deps::loops) calls:
+  // TryAnswerNow(), else the start of a call on that loop, in one pass (the
+  // route is matched and the circuit key built once).
+  Dispatched Dispatch(const HttpRequest& request, std::size_t loop, HttpResponse& answer,
+                      std::function<void(HttpResponse)>& done);
 
   // The answer to `request`. May block (the upstream, single-flight, Redis).
   HttpResponse Handle(const HttpRequest& request);
@@ -146,8 +163,14 @@ class Handler {
   std::optional<HttpResponse> Endpoint(std::string_view path) const;
   Matched Match(const HttpRequest& request, std::string_view path);
   static HttpResponse Unmatched(const Matched& m);
-  // Whether an uncached call can run on the event loop (TryHandleAsync).
+  // Whether an uncached call can run on the event loop (Dispatch).
   bool CanRunAsync() const { return !async_pools_.empty() && !deps_.circuits_may_block; }
+  // Starts a matched route that CanRunAsync() and that is not a cached
+  // read on loop `loop`: kAnswered (a bad key or a refusal, in `answer`) or
+  // kStarted (`done` taken).
+  Dispatched StartAsync(CompiledRoute& route, const Params& params, const HttpRequest& request,
+                        std::string_view query, std::size_t loop, HttpResponse& answer,
+                        std::function<void(HttpResponse)>& done);
   std::optional<HttpResponse> TryAnswerRouteNow(CompiledRoute& route, const Params& params,
                                                 const HttpRequest& request, std::string_view query);
   HttpResponse HandleRoute(CompiledRoute& route, const Params& params, const HttpRequest& request,
@@ -181,8 +204,8 @@ class Handler {
   const Deps deps_;
   std::vector<std::unique_ptr<CompiledRoute>> routes_;
   std::vector<std::unique_ptr<UpstreamPool>> pools_;
-  // Per upstream, when Deps::loop is set.
-  std::vector<std::unique_ptr<AsyncUpstreamPool>> async_pools_;
+  // Per upstream, one per Deps::loops entry: [upstream][loop].
+  std::vector<std::vector<std::unique_ptr<AsyncUpstreamPool>>> async_pools_;
   // Per upstream: 2xx, 3xx, 4xx, 5xx, error.
   std::vector<std::unique_ptr<std::array<std::atomic<std::uint64_t>, 5>>> upstream_counts_;
   SingleFlight<Fetched> flight_;

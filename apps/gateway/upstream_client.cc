@@ -63,6 +63,49 @@ http::request<http::string_body> ToBeast(const UpstreamConfig& config,
   return req;
 }
 
+// The bytes Beast would send for ToBeast(config, request), in one string:
+// Beast's serializer walks a sequence of buffers per header, which costs
+// more than the copy. nullopt for a TRACE (Beast refuses a body there) and
+// for a request carrying a header ToBeast() replaces (the gateway drops them
+// before: Forwardable() in handler.cc), which Beast then writes.
+std::optional<std::string> Serialize(const UpstreamConfig& config, const UpstreamRequest& request) {
+  if (request.method == "TRACE") return std::nullopt;
+  for (const auto& [k, v] : request.headers) {
+    if (beast::iequals(k, "host") || beast::iequals(k, "content-length") ||
+        beast::iequals(k, "transfer-encoding") || beast::iequals(k, "connection")) {
+      return std::nullopt;
+    }
+  }
+  std::string out;
+  out.reserve(64 + request.target.size() + config.host.size() + request.body.size());
+  out += request.method;
+  out += ' ';
+  out += request.target;
+  out += " HTTP/1.1\r\n";
+  for (const auto& [k, v] : request.headers) {
+    out += k;
+    out += ": ";
+    out += v;
+    out += "\r\n";
+  }
+  out += "Host: ";
+  out += config.host;
+  out += ':';
+  out += std::to_string(config.port);
+  out += "\r\n";
+  // As prepare_payload: a length for a body, or for an empty one where a
+  // body is expected.
+  if (!request.body.empty() || request.method == "OPTIONS" || request.method == "PUT" ||
+      request.method == "POST") {
+    out += "Content-Length: ";
+    out += std::to_string(request.body.size());
+    out += "\r\n";
+  }
+  out += "\r\n";
+  out += request.body;
+  return out;
+}
+
 void LimitReply(http::response_parser<http::string_body>& parser) {
   parser.body_limit(UpstreamPool::kMaxReplyBytes);
   parser.header_limit(64 * 1024);
@@ -90,8 +133,11 @@ class IdleConnections {
  public:
   explicit IdleConnections(int limit) : limit_(static_cast<std::size_t>(limit)) {}
 
-  // An idle connection the upstream has not closed meanwhile, or null.
-  std::unique_ptr<C> Take() FUSEBOX_EXCLUDES(mu_) {
+  // An idle connection, or null. kPeek: one the upstream has not closed
+  // meanwhile (a system call each); kUnchecked: the caller copes with a
+  // closed one (AsyncUpstreamPool retries an idempotent request).
+  enum class Check : std::uint8_t { kPeek, kUnchecked };
+  std::unique_ptr<C> Take(Check check = Check::kPeek) FUSEBOX_EXCLUDES(mu_) {
     for (;;) {
       std::unique_ptr<C> c;
       {
@@ -100,7 +146,7 @@ class IdleConnections {
         c = std::move(idle_.back());
         idle_.pop_back();
       }
-      if (StillOpen(c->stream.socket())) return c;
+      if (check == Check::kUnchecked || StillOpen(c->stream.socket())) return c;
     }
   }
 
@@ -193,8 +239,16 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
   // type: a type-erased one allocates a copy of the strand per operation).
   struct Connection {
     using Strand = asio::strand<asio::io_context::executor_type>;
-    explicit Connection(asio::io_context& ioc) : stream(asio::make_strand(ioc)) {}
+    using Timer = asio::basic_waitable_timer<std::chrono::steady_clock,
+                                             asio::wait_traits<std::chrono::steady_clock>, Strand>;
+    explicit Connection(asio::io_context& ioc) : Connection(asio::make_strand(ioc)) {}
+    explicit Connection(const Strand& strand) : stream(strand), deadline(strand) {}
     beast::basic_stream<tcp, Strand> stream;
+    // The exchange's deadline, armed once for the write and the whole read:
+    // Beast's own (stream.expires_after) arms and cancels a timer around
+    // every read_some and write_some, each cancellation a completion through
+    // the strand. Used for connect only.
+    Timer deadline;
     beast::flat_buffer buffer;
   };
 
@@ -203,12 +257,56 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
   struct Exchange : std::enable_shared_from_this<Exchange> {
     std::shared_ptr<Impl> pool;
     std::unique_ptr<Connection> conn;
+    // The request on the wire (Serialize), or else Beast's form of it.
+    std::string wire;
     http::request<http::string_body> req;
     std::optional<http::response_parser<http::string_body>> parser;
     Duration timeout{};
     Done done;
+    // Set by the deadline's handler (the socket is closed: the operation in
+    // progress fails, and reports kTimeout).
+    bool timed_out = false;
+    // When the call's deadline passes, once armed: a retry on a new
+    // connection keeps it.
+    std::optional<Connection::Timer::time_point> expiry;
+    // Set once `done` is called: a deadline that fired meanwhile is stale.
+    bool finished = false;
+    // GET, HEAD, OPTIONS, TRACE, PUT, DELETE (RFC 9110 section 9.2.2): may
+    // be sent again if the connection turns out closed.
+    bool idempotent = false;
+    // The connection came from the pool without the idle check.
+    bool unchecked = false;
+
+    // A pooled connection the upstream closed while it was idle shows as the
+    // end of the stream (or a reset) before any byte of the reply. An
+    // idempotent request then gets one more try on a new connection, as a
+    // browser or nginx (proxy_next_upstream) would, within the call's
+    // deadline (connecting, within connect_timeout as well). Skipping the
+    // peek saves one system call per request; a request that is not
+    // idempotent keeps it (Send).
+    bool RetriedOnNewConnection(beast::error_code ec) {
+      if (!unchecked || timed_out) return false;
+      if (parser && parser->got_some()) return false;
+      if (ec != http::error::end_of_stream && ec != asio::error::eof &&
+          ec != asio::error::connection_reset && ec != asio::error::broken_pipe) {
+        return false;
+      }
+      unchecked = false;
+      conn->deadline.cancel();
+      parser.reset();
+      // On the same strand: a deadline handler of the old connection that is
+      // already queued runs after this, never concurrently (and, the
+      // deadline being the call's, closes the new connection).
+      conn = std::make_unique<Connection>(conn->stream.get_executor());
+      ArmDeadline();  // The call's deadline bounds the new connect too.
+      Connect();
+      return true;
+    }
 
     void Fail(beast::error_code ec, std::string_view during) {
+      finished = true;
+      if (timed_out) ec = beast::error::timeout;
+      if (conn) conn->deadline.cancel();
       done(ErrorStatus(pool->config, ec, during));
     }
 
@@ -217,22 +315,43 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
       conn->stream.async_connect(
           pool->endpoints, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
             if (ec) return self->Fail(ec, "connect");
+            self->conn->stream.expires_never();
             self->conn->stream.socket().set_option(tcp::no_delay(true), ec);
             self->pool->opened.fetch_add(1, std::memory_order_relaxed);
             self->Write();
           });
     }
 
+    // One deadline for writing the request and reading the whole reply, as
+    // UpstreamPool::Send: armed when the request is first written, kept by a
+    // retry. Closing the socket fails the operation in progress.
+    void ArmDeadline() {
+      if (expiry) {
+        conn->deadline.expires_at(*expiry);
+      } else {
+        conn->deadline.expires_after(Steady(timeout));
+        expiry = conn->deadline.expiry();
+      }
+      conn->deadline.async_wait([self = shared_from_this()](beast::error_code ec) {
+        if (ec || self->finished) return;
+        self->timed_out = true;
+        beast::error_code ignored;
+        self->conn->stream.socket().close(ignored);
+      });
+    }
+
     void Write() {
-      // One deadline for writing the request and reading the whole reply,
-      // as UpstreamPool::Send (Beast's timer bounds every operation started
-      // until it is changed).
-      conn->stream.expires_after(Steady(timeout));
-      http::async_write(conn->stream, req,
-                        [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                          if (ec) return self->Fail(ec, "write");
-                          self->Read();
-                        });
+      ArmDeadline();
+      auto on_written = [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        if (ec && self->RetriedOnNewConnection(ec)) return;
+        if (ec) return self->Fail(ec, "write");
+        self->Read();
+      };
+      if (!wire.empty()) {
+        asio::async_write(conn->stream, asio::buffer(wire), std::move(on_written));
+      } else {
+        http::async_write(conn->stream, req, std::move(on_written));
+      }
     }
 
     void Read() {
@@ -240,13 +359,13 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
       LimitReply(*parser);
       http::async_read(conn->stream, conn->buffer, *parser,
                        [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                         if (ec && self->RetriedOnNewConnection(ec)) return;
                          if (ec) return self->Fail(ec, "read");
+                         self->finished = true;
+                         self->conn->deadline.cancel();
                          http::response<http::string_body> res = self->parser->release();
                          UpstreamReply reply = ToReply(res);
-                         if (res.keep_alive()) {
-                           self->conn->stream.expires_never();
-                           self->pool->idle.Put(std::move(self->conn));
-                         }
+                         if (res.keep_alive()) self->pool->idle.Put(std::move(self->conn));
                          self->done(std::move(reply));
                        });
     }
@@ -279,10 +398,19 @@ std::uint64_t AsyncUpstreamPool::connections_opened() const {
 void AsyncUpstreamPool::Send(UpstreamRequest request, Done done) {
   auto x = std::make_shared<Impl::Exchange>();
   x->pool = impl_;
-  x->req = ToBeast(impl_->config, request);
+  if (std::optional<std::string> wire = Serialize(impl_->config, request)) {
+    x->wire = *std::move(wire);
+  } else {
+    x->req = ToBeast(impl_->config, request);
+  }
   x->timeout = request.timeout;
   x->done = std::move(done);
-  x->conn = impl_->idle.Take();
+  const std::string& m = request.method;
+  x->idempotent =
+      m == "GET" || m == "HEAD" || m == "OPTIONS" || m == "TRACE" || m == "PUT" || m == "DELETE";
+  using Check = IdleConnections<Impl::Connection>::Check;
+  x->conn = impl_->idle.Take(x->idempotent ? Check::kUnchecked : Check::kPeek);
+  x->unchecked = x->conn != nullptr && x->idempotent;
   if (x->conn) {
     // Onto the connection's strand: its operations never run concurrently.
     asio::dispatch(x->conn->stream.get_executor(), [x] { x->Write(); });

@@ -7,6 +7,9 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/write.hpp>
 #include <future>
 #include <memory>
 #include <thread>
@@ -67,17 +70,77 @@ UpstreamConfig ConfigFor(const FakeUpstream& upstream) {
   return config;
 }
 
-std::future<Result<UpstreamReply>> AsyncGet(AsyncUpstreamPool& pool, std::string target,
-                                            Duration timeout = std::chrono::seconds(10)) {
+std::future<Result<UpstreamReply>> AsyncSend(AsyncUpstreamPool& pool, UpstreamRequest request) {
   auto promise = std::make_shared<std::promise<Result<UpstreamReply>>>();
   std::future<Result<UpstreamReply>> reply = promise->get_future();
-  UpstreamRequest request;
-  request.target = std::move(target);
-  request.timeout = timeout;
   pool.Send(std::move(request),
             [promise](Result<UpstreamReply> r) { promise->set_value(std::move(r)); });
   return reply;
 }
+
+std::future<Result<UpstreamReply>> AsyncGet(AsyncUpstreamPool& pool, std::string target,
+                                            Duration timeout = std::chrono::seconds(10)) {
+  UpstreamRequest request;
+  request.target = std::move(target);
+  request.timeout = timeout;
+  return AsyncSend(pool, std::move(request));
+}
+
+// An upstream that answers one request per connection, with a keep-alive
+// reply, then closes the connection: what a server with a short keep-alive
+// timeout does to an idle pooled connection. Serves `n` connections on a
+// thread of its own; closed(i) is ready once connection i is closed.
+class ClosingUpstream {
+ public:
+  explicit ClosingUpstream(int n) : n_(n) {
+    for (std::promise<void>& p : promises_) closed_.push_back(p.get_future().share());
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ClosingUpstream() {
+    // Connections that were never made (a failing test): make them, so that
+    // the thread ends.
+    for (int i = served_.load(); i < n_; ++i) {
+      boost::asio::ip::tcp::socket s(ioc_);
+      boost::system::error_code ec;
+      s.connect(acceptor_.local_endpoint(), ec);
+    }
+    thread_.join();
+  }
+  int port() const { return acceptor_.local_endpoint().port(); }
+  std::shared_future<void> closed(int i) { return closed_[static_cast<std::size_t>(i)]; }
+  int requests() const { return requests_.load(); }
+
+ private:
+  void Serve() {
+    for (int i = 0; i < n_; ++i) {
+      boost::system::error_code ec;
+      boost::asio::ip::tcp::socket s(ioc_);
+      acceptor_.accept(s, ec);
+      served_.fetch_add(1);
+      std::string in;
+      if (!ec) boost::asio::read_until(s, boost::asio::dynamic_buffer(in), "\r\n\r\n", ec);
+      if (!ec) {
+        requests_.fetch_add(1);
+        boost::asio::write(
+            s,
+            boost::asio::buffer(std::string_view("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")),
+            ec);
+      }
+      s.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
+      s.close(ec);
+      promises_[static_cast<std::size_t>(i)].set_value();
+    }
+  }
+
+  const int n_;
+  boost::asio::io_context ioc_;
+  boost::asio::ip::tcp::acceptor acceptor_{ioc_, {boost::asio::ip::make_address("127.0.0.1"), 0}};
+  std::vector<std::promise<void>> promises_{static_cast<std::size_t>(n_)};
+  std::vector<std::shared_future<void>> closed_;
+  std::atomic<int> served_{0};
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
 
 TEST(AsyncUpstreamPool, ReusesKeepAliveConnections) {
   auto upstream = FakeUpstream::Start();
@@ -141,6 +204,57 @@ TEST(AsyncUpstreamPool, AConnectionDroppedMidCallIsAnErrorAndNotReused) {
     ASSERT_TRUE(reply.has_value()) << reply.error().message();
   }
   EXPECT_EQ(pool.connections_opened(), 2u);
+}
+
+TEST(AsyncUpstreamPool, AGetOnAnIdleConnectionTheUpstreamClosedGoesThroughOnANewOne) {
+  // Idle pooled connections are taken without a peek (a system call per
+  // request); one the upstream closed meanwhile costs a retry instead.
+  ClosingUpstream upstream(2);
+  UpstreamConfig config;
+  config.name = "graph";
+  config.host = "127.0.0.1";
+  config.port = upstream.port();
+  Loop loop;
+  AsyncUpstreamPool pool(loop.ioc(), config);
+  Result<UpstreamReply> first = AsyncGet(pool, "/v19.0/178/comments").get();
+  ASSERT_TRUE(first.has_value()) << first.error().message();
+  upstream.closed(0).wait();  // the pooled connection is dead now
+
+  Result<UpstreamReply> second = AsyncGet(pool, "/v19.0/178/comments").get();
+  ASSERT_TRUE(second.has_value()) << second.error().message();
+  EXPECT_EQ(second->status, 200);
+  EXPECT_EQ(second->body, "{}");
+  EXPECT_EQ(pool.connections_opened(), 2u);
+  EXPECT_EQ(upstream.requests(), 2);
+}
+
+TEST(AsyncUpstreamPool, OnlyAnIdempotentRequestIsSentAgainAndOnlyOnce) {
+  // Each route answers once, then drops every later request unanswered.
+  auto upstream = FakeUpstream::Start();
+  ASSERT_TRUE(upstream.has_value()) << upstream.error().message();
+  ASSERT_TRUE((*upstream)->SetRoute({"GET", "/get", {{.body = "{}"}, {.drop = true}}}).ok());
+  ASSERT_TRUE((*upstream)->SetRoute({"POST", "/post", {{.body = "{}"}, {.drop = true}}}).ok());
+  Loop loop;
+  AsyncUpstreamPool pool(loop.ioc(), ConfigFor(**upstream));
+
+  ASSERT_TRUE(AsyncGet(pool, "/get").get().has_value());
+  // Dropped on the reused connection, sent again on a new one, dropped again.
+  Result<UpstreamReply> get = AsyncGet(pool, "/get").get();
+  ASSERT_FALSE(get.has_value());
+  EXPECT_EQ(get.error().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(get.error().message()), ::testing::StartsWith("upstream graph: read: "));
+  EXPECT_EQ((*upstream)->Calls("GET", "/get"), 3);
+
+  UpstreamRequest post;
+  post.method = "POST";
+  post.target = "/post";
+  post.body = "{}";
+  ASSERT_TRUE(AsyncSend(pool, post).get().has_value());
+  // A POST is never sent twice.
+  Result<UpstreamReply> again = AsyncSend(pool, post).get();
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code(), StatusCode::kUnavailable);
+  EXPECT_EQ((*upstream)->Calls("POST", "/post"), 2);
 }
 
 TEST(AsyncUpstreamPool, DeadlineAndRefusedConnectionAreErrorsNamingTheUpstream) {

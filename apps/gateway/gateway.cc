@@ -341,7 +341,9 @@ class Session : public std::enable_shared_from_this<Session> {
     ArmTimer(ctx_.config->limits.read_timeout);
     const auto status = static_cast<unsigned>(r.status);
     if (status < 200 || status == 204 || status == 304) {
-      // No body allowed: Beast's rules (prepare_payload) for these rare ones.
+      // No body allowed (an upstream's 204 or 304 passed on: its envelope is
+      // dropped); Beast's rules (prepare_payload) for these rare ones.
+      r.body.clear();
       auto res = std::make_shared<http::response<http::string_body>>();
       res->result(status);
       res->version(11);

@@ -306,6 +306,22 @@ TEST_F(GatewayTest, WriteSuccessIsMarkedAsForwardedForTheMethod) {
   EXPECT_EQ(r.Header("X-Fusebox-Circuit"), "provider:threads:publish:178");
 }
 
+// A status that cannot carry a body (RFC 9110 sections 15.3.5, 15.4.5) is
+// passed on without the envelope, and the gateway goes on serving.
+TEST_F(GatewayTest, AnUpstream204IsPassedOnWithoutABody) {
+  ASSERT_TRUE(
+      upstream_
+          ->SetRoute({"POST", "/v19.0/*/media_publish", {{.status = 204}, Ok(R"({"id":"2"})")}})
+          .ok());
+  HttpReply none = Post("/v1/threads/accounts/178/media_publish", "{}");
+  EXPECT_EQ(none.status, 204);
+  EXPECT_EQ(none.body, "");
+  EXPECT_EQ(none.Header("Cache-Status"), "fusebox; fwd=method");
+  HttpReply next = Post("/v1/threads/accounts/178/media_publish", "{}");
+  EXPECT_EQ(next.status, 200);
+  EXPECT_EQ(Body(next)["data"]["id"], "2");
+}
+
 TEST_F(GatewayTest, IdenticalConcurrentMissesMakeOneUpstreamCall) {
   ASSERT_TRUE(upstream_
                   ->SetRoute({"GET",

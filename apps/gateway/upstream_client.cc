@@ -216,14 +216,18 @@ Result<UpstreamReply> UpstreamPool::Send(const UpstreamRequest& request) {
   conn->Run();
   if (ec) return fail(ec, "write");
 
-  http::response_parser<http::string_body> parser;
-  LimitReply(parser);
-  http::async_read(conn->stream, conn->buffer, parser,
-                   [&](beast::error_code e, std::size_t) { ec = e; });
-  conn->Run();
-  if (ec) return fail(ec, "read");
+  std::optional<http::response_parser<http::string_body>> parser;
+  do {
+    // An interim (1xx) response comes before the final one: skip it.
+    parser.emplace();
+    LimitReply(*parser);
+    http::async_read(conn->stream, conn->buffer, *parser,
+                     [&](beast::error_code e, std::size_t) { ec = e; });
+    conn->Run();
+    if (ec) return fail(ec, "read");
+  } while (parser->get().result_int() / 100 == 1);
 
-  http::response<http::string_body> res = parser.release();
+  http::response<http::string_body> res = parser->release();
   UpstreamReply reply = ToReply(res);
   if (res.keep_alive()) {
     conn->stream.expires_never();
@@ -361,6 +365,9 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
                        [self = shared_from_this()](beast::error_code ec, std::size_t) {
                          if (ec && self->RetriedOnNewConnection(ec)) return;
                          if (ec) return self->Fail(ec, "read");
+                         // An interim (1xx) response comes before the final
+                         // one: skip it.
+                         if (self->parser->get().result_int() / 100 == 1) return self->Read();
                          self->finished = true;
                          self->conn->deadline.cancel();
                          http::response<http::string_body> res = self->parser->release();

@@ -12,6 +12,8 @@
 #include <boost/asio/write.hpp>
 #include <future>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -62,7 +64,9 @@ class Loop {
   std::vector<std::thread> threads_;
 };
 
-UpstreamConfig ConfigFor(const FakeUpstream& upstream) {
+// An upstream named "graph" on 127.0.0.1: a FakeUpstream or a ClosingUpstream.
+template <typename U>
+UpstreamConfig ConfigFor(const U& upstream) {
   UpstreamConfig config;
   config.name = "graph";
   config.host = "127.0.0.1";
@@ -87,12 +91,15 @@ std::future<Result<UpstreamReply>> AsyncGet(AsyncUpstreamPool& pool, std::string
 }
 
 // An upstream that answers one request per connection, with a keep-alive
-// reply, then closes the connection: what a server with a short keep-alive
-// timeout does to an idle pooled connection. Serves `n` connections on a
-// thread of its own; closed(i) is ready once connection i is closed.
+// reply (`reply`, the bytes sent), then closes the connection: what a server
+// with a short keep-alive timeout does to an idle pooled connection. Serves
+// `n` connections on a thread of its own; closed(i) is ready once connection
+// i is closed.
 class ClosingUpstream {
  public:
-  explicit ClosingUpstream(int n) : n_(n) {
+  static constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+
+  explicit ClosingUpstream(int n, std::string_view reply = kOk) : n_(n), reply_(reply) {
     for (std::promise<void>& p : promises_) closed_.push_back(p.get_future().share());
     thread_ = std::thread([this] { Serve(); });
   }
@@ -121,10 +128,7 @@ class ClosingUpstream {
       if (!ec) boost::asio::read_until(s, boost::asio::dynamic_buffer(in), "\r\n\r\n", ec);
       if (!ec) {
         requests_.fetch_add(1);
-        boost::asio::write(
-            s,
-            boost::asio::buffer(std::string_view("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")),
-            ec);
+        boost::asio::write(s, boost::asio::buffer(reply_), ec);
       }
       s.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
       s.close(ec);
@@ -133,6 +137,7 @@ class ClosingUpstream {
   }
 
   const int n_;
+  const std::string reply_;
   boost::asio::io_context ioc_;
   boost::asio::ip::tcp::acceptor acceptor_{ioc_, {boost::asio::ip::make_address("127.0.0.1"), 0}};
   std::vector<std::promise<void>> promises_{static_cast<std::size_t>(n_)};
@@ -210,10 +215,7 @@ TEST(AsyncUpstreamPool, AGetOnAnIdleConnectionTheUpstreamClosedGoesThroughOnANew
   // Idle pooled connections are taken without a peek (a system call per
   // request); one the upstream closed meanwhile costs a retry instead.
   ClosingUpstream upstream(2);
-  UpstreamConfig config;
-  config.name = "graph";
-  config.host = "127.0.0.1";
-  config.port = upstream.port();
+  const UpstreamConfig config = ConfigFor(upstream);
   Loop loop;
   AsyncUpstreamPool pool(loop.ioc(), config);
   Result<UpstreamReply> first = AsyncGet(pool, "/v19.0/178/comments").get();
@@ -226,6 +228,30 @@ TEST(AsyncUpstreamPool, AGetOnAnIdleConnectionTheUpstreamClosedGoesThroughOnANew
   EXPECT_EQ(second->body, "{}");
   EXPECT_EQ(pool.connections_opened(), 2u);
   EXPECT_EQ(upstream.requests(), 2);
+}
+
+// Interim (1xx) responses come before the final one (RFC 9110 section 15.2):
+// both pools skip them, and neither takes one for the answer.
+TEST(AsyncUpstreamPool, InterimResponsesAreSkipped) {
+  constexpr std::string_view kReply =
+      "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+      "HTTP/1.1 100 Continue\r\n\r\n"
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+  ClosingUpstream upstream(2, kReply);
+  const UpstreamConfig config = ConfigFor(upstream);
+  Loop loop;
+  AsyncUpstreamPool async_pool(loop.ioc(), config);
+  Result<UpstreamReply> a = AsyncGet(async_pool, "/v19.0/178/comments").get();
+  ASSERT_TRUE(a.has_value()) << a.error().message();
+  EXPECT_EQ(a->status, 200);
+  EXPECT_EQ(a->body, "{}");
+  UpstreamPool pool(config);
+  UpstreamRequest request;
+  request.target = "/v19.0/178/comments";
+  Result<UpstreamReply> b = pool.Send(request);
+  ASSERT_TRUE(b.has_value()) << b.error().message();
+  EXPECT_EQ(b->status, 200);
+  EXPECT_EQ(b->body, "{}");
 }
 
 TEST(AsyncUpstreamPool, OnlyAnIdempotentRequestIsSentAgainAndOnlyOnce) {

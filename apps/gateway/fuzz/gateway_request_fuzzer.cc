@@ -1,13 +1,15 @@
 // libFuzzer target for the gateway's request path: raw bytes through Beast's
-// request parser with the gateway's limits, then the Handler's answer (route
-// matching, percent-decoding, query parsing, snapshot keys, the admin API's
-// token check and JSON bodies, /metrics). The only route's circuits are
-// forced open, so no input reaches the network.
+// request parser with the gateway's limits, then the Handler's answers, on
+// the I/O thread (Dispatch) and on a worker (Handle): route matching,
+// percent-decoding, query parsing, snapshot keys, the admin API's token check
+// and JSON bodies, /metrics. The only route's circuits are forced open, so no
+// input reaches the network.
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -94,6 +96,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Admin actions other than reset would change the forced circuits; keep
   // the world stable by not letting them through.
   if (request.target.find("/admin/circuits/") != std::string::npos) request.method = "GET";
+  // The I/O thread's path (one route match: an answer now, or a worker's).
+  HttpResponse now;
+  std::function<void(HttpResponse)> later = [](HttpResponse) {};
+  if (world->handler->Dispatch(request, 0, now, later) == Handler::Dispatched::kAnswered &&
+      (now.status < 200 || now.status > 599)) {
+    std::abort();
+  }
+  // The worker's.
   HttpResponse response = world->handler->Handle(request);
   if (response.status < 200 || response.status > 599) std::abort();
   return 0;

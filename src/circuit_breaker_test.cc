@@ -74,6 +74,13 @@ Permit Acquire(CircuitBreaker& cb) {
   return std::move(p).value();
 }
 
+// Records a success on each of `probes`, then expects CLOSED.
+template <typename... P>
+void SucceedAndExpectClosed(CircuitBreaker& cb, P&... probes) {
+  (probes.Success(1ms), ...);
+  EXPECT_EQ(cb.state(), State::kClosed);
+}
+
 // Expects a rejection with kCircuitOpen and `reason`; returns its retry_at.
 std::optional<TimePoint> ExpectRejected(CircuitBreaker& cb, std::string_view reason) {
   Result<Permit> p = cb.TryAcquire();
@@ -574,10 +581,7 @@ TEST(CircuitBreaker, TryRejectRecordsAnOpenRejectionLikeTryAcquire) {
   Permit p3 = Acquire(*cb);
   EXPECT_EQ(cb->TryReject(), std::nullopt);
   ExpectRejected(*cb, "half_open_full");
-  probe.Success(1ms);
-  p2.Success(1ms);
-  p3.Success(1ms);
-  EXPECT_EQ(cb->state(), State::kClosed);
+  SucceedAndExpectClosed(*cb, probe, p2, p3);
 }
 
 TEST(CircuitBreaker, TryRejectRefusesWhileForcedOpenOnly) {
@@ -768,10 +772,7 @@ TEST(CircuitBreaker, DroppedPermitGivesTheSlotBack) {
   }  // destroyed without an outcome
   Permit c = Acquire(*cb);
   ExpectRejected(*cb, "half_open_full");
-  a.Success(1ms);
-  b.Success(1ms);
-  c.Success(1ms);
-  EXPECT_EQ(cb->state(), State::kClosed);
+  SucceedAndExpectClosed(*cb, a, b, c);
 }
 
 TEST(CircuitBreaker, MovedFromPermitIsNotPendingAndGivesNothingBack) {
@@ -788,9 +789,7 @@ TEST(CircuitBreaker, MovedFromPermitIsNotPendingAndGivesNothingBack) {
   ExpectRejected(*cb, "half_open_full");
   b.Success(1ms);
   EXPECT_FALSE(b.pending());
-  c.Success(1ms);
-  d.Success(1ms);
-  EXPECT_EQ(cb->state(), State::kClosed);
+  SucceedAndExpectClosed(*cb, c, d);
 }
 
 // ---------------------------------------------------------------------------

@@ -374,12 +374,7 @@ class Session : public std::enable_shared_from_this<Session> {
     out += "\r\nServer: fusebox-gateway\r\nContent-Type: ";
     out += r.content_type;
     out += "\r\n";
-    for (const auto& [k, v] : r.headers) {
-      out += k;
-      out += ": ";
-      out += v;
-      out += "\r\n";
-    }
+    AppendFieldLines(out, r.headers);
     if (!keep_alive) out += "Connection: close\r\n";
     out += "Content-Length: ";
     out += std::to_string(r.body.size());

@@ -97,6 +97,23 @@ GetEnv TestEnv() {
   };
 }
 
+// A gateway started from the configuration `yaml` (called `file` in errors),
+// on `clock`, logging to `log`; null, with the test failed, if it cannot start.
+std::unique_ptr<Gateway> StartGateway(std::string_view yaml, std::string_view file,
+                                      testing::ManualClock& clock, std::ostream& log) {
+  Result<GatewayConfig> config = ParseGatewayConfig(yaml, file, TestEnv());
+  if (!config) {
+    ADD_FAILURE() << config.error();
+    return nullptr;
+  }
+  auto gw = Gateway::Create({.config = *config, .clock = &clock, .log = &log});
+  if (!gw) {
+    ADD_FAILURE() << gw.error();
+    return nullptr;
+  }
+  return std::move(gw).value();
+}
+
 FakeResponse Ok(std::string body) { return FakeResponse{.status = 200, .body = std::move(body)}; }
 
 class GatewayTest : public ::testing::Test {
@@ -556,21 +573,19 @@ TEST_F(GatewayTest, DashboardEventsStreamASnapshotThenTransitions) {
 
 TEST(GatewaySlowClient, AnIncompleteRequestGets408AfterTheReadTimeout) {
   testing::ManualClock clock;
-  Result<GatewayConfig> config = ParseGatewayConfig(R"(listen: 127.0.0.1:0
+  std::ostringstream log;
+  std::unique_ptr<Gateway> gw = StartGateway(R"(listen: 127.0.0.1:0
 limits:
   read_timeout: 200ms
 upstreams: []
 routes: []
 )",
-                                                    "slow.yaml", TestEnv());
-  ASSERT_TRUE(config.has_value()) << config.error();
-  std::ostringstream log;
-  auto gw = Gateway::Create({.config = *config, .clock = &clock, .log = &log});
-  ASSERT_TRUE(gw.has_value()) << gw.error();
-  RawConnection slow((*gw)->address());
+                                             "slow.yaml", clock, log);
+  ASSERT_NE(gw, nullptr);
+  RawConnection slow(gw->address());
   slow.Send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ");  // never finished
   // Meanwhile the server serves others.
-  Result<HttpReply> ok = HttpFetch((*gw)->address(), "GET", "/healthz");
+  Result<HttpReply> ok = HttpFetch(gw->address(), "GET", "/healthz");
   ASSERT_TRUE(ok.has_value());
   EXPECT_EQ(ok->status, 200);
   const std::string response = slow.ReadUntil("\r\n\r\n");
@@ -580,19 +595,17 @@ routes: []
 
 TEST(GatewaySlowClient, PipelinedRequestsAreAnsweredInOrderThenAnIdleConnectionCloses) {
   testing::ManualClock clock;
-  Result<GatewayConfig> config = ParseGatewayConfig(R"(listen: 127.0.0.1:0
+  std::ostringstream log;
+  std::unique_ptr<Gateway> gw = StartGateway(R"(listen: 127.0.0.1:0
 io_threads: 2
 limits:
   idle_timeout: 100ms
 upstreams: []
 routes: []
 )",
-                                                    "idle.yaml", TestEnv());
-  ASSERT_TRUE(config.has_value()) << config.error();
-  std::ostringstream log;
-  auto gw = Gateway::Create({.config = *config, .clock = &clock, .log = &log});
-  ASSERT_TRUE(gw.has_value()) << gw.error();
-  RawConnection client((*gw)->address());
+                                             "idle.yaml", clock, log);
+  ASSERT_NE(gw, nullptr);
+  RawConnection client(gw->address());
   // Both requests in one segment: the second waits in the buffer.
   client.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_THAT(client.ReadUntil("\r\n\r\n"), ::testing::StartsWith("HTTP/1.1 200"));

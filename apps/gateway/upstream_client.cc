@@ -63,6 +63,19 @@ http::request<http::string_body> ToBeast(const UpstreamConfig& config,
   return req;
 }
 
+}  // namespace
+
+void AppendFieldLines(std::string& out, const Headers& headers) {
+  for (const auto& [name, value] : headers) {
+    out += name;
+    out += ": ";
+    out += value;
+    out += "\r\n";
+  }
+}
+
+namespace {
+
 // The bytes Beast would send for ToBeast(config, request), in one string:
 // Beast's serializer walks a sequence of buffers per header, which costs
 // more than the copy. nullopt for a TRACE (Beast refuses a body there) and
@@ -82,12 +95,7 @@ std::optional<std::string> Serialize(const UpstreamConfig& config, const Upstrea
   out += ' ';
   out += request.target;
   out += " HTTP/1.1\r\n";
-  for (const auto& [k, v] : request.headers) {
-    out += k;
-    out += ": ";
-    out += v;
-    out += "\r\n";
-  }
+  AppendFieldLines(out, request.headers);
   out += "Host: ";
   out += config.host;
   out += ':';

@@ -40,6 +40,11 @@ namespace fusebox::gateway {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
+// Appends `headers` to `out` as HTTP/1.1 field lines, "Name: value\r\n" each,
+// in order, as Beast's serializer writes them: the gateway writes its
+// responses and its upstream requests as one string (docs/performance.md).
+void AppendFieldLines(std::string& out, const Headers& headers);
+
 // A pool's idle keep-alive connections (upstream_client.cc).
 template <typename C>
 class IdleConnections;

@@ -2,7 +2,7 @@
 #
 #   cmake -DFUSEBOX_SOURCE_DIR=<source dir> -P cmake/CheckNoDirectClock.cmake
 #
-# Time must come from an injected fusebox::Clock (STYLE.md section 3): nothing
+# Time must come from an injected fusebox::Clock: nothing
 # under src/ or include/ except src/clock.cc, which implements SystemClock(),
 # may read a std::chrono clock or sleep; the same holds under apps/ and modules/ (the
 # `fusebox` command runs everything on a ManualClock). Fails, listing file:line, on any of
@@ -10,7 +10,7 @@
 #   sleep_for(  sleep_until(              (std::this_thread)
 #   clock_gettime(  gettimeofday(  usleep(  nanosleep(   (the POSIX ways round)
 # Comments are ignored. There are no other exemptions, tests included: a test
-# that sleeps is a test that depends on time (STYLE.md section 7).
+# that sleeps is a test that depends on time.
 #
 # GLOB_RECURSE is right here: this is a check over whatever exists, not a
 # source list.

@@ -31,7 +31,7 @@ if(NOT result EQUAL 0)
 endif()
 
 # Only headers from the source tree's include/ may be installed, never a
-# private header from src/ (STYLE.md section 7, item 8).
+# private header from src/.
 if(DEFINED SOURCE_DIR)
   file(GLOB_RECURSE installed_headers LIST_DIRECTORIES false RELATIVE "${PREFIX}/include"
        "${PREFIX}/include/*")

@@ -1,7 +1,6 @@
 // Unit tests of CircuitBreaker on testing::ManualClock: every transition and
 // both sides of every boundary. Nothing here sleeps or reads real time.
-// "Note point N" refers to /work/shared/notes/resilience4j-semantics.md
-// (docs/semantics.md in the tree).
+// "Note point N" refers to the numbered points of docs/semantics.md ("The points").
 #include "fusebox/circuit_breaker.h"
 
 #include <gmock/gmock.h>
@@ -510,7 +509,7 @@ TEST(CircuitBreaker, OpenRejectsWithRetryAtTheEndOfTheWait) {
 }
 
 TEST(CircuitBreaker, OpenEndsStrictlyAfterTheWait) {
-  // Note point 1 and STYLE 3: one tick before and at the end still rejected,
+  // Note point 1, on a manual clock: one tick before and at the end still rejected,
   // one tick after admitted.
   ManualClock clock;
   auto cb = Make(CountConfig(), clock);

@@ -208,7 +208,7 @@ Status ApplyBreakerAssignment(CircuitBreakerConfig& config, std::string_view ass
 // --- YAML --------------------------------------------------------------------------
 //
 // yaml-cpp throws; every exception stops here and becomes kInvalidArgument with
-// the line and column (STYLE.md section 4).
+// the line and column.
 
 namespace {
 

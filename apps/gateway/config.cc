@@ -464,7 +464,7 @@ Result<GatewayConfig> ParseGatewayConfig(std::string_view text, std::string_view
   GatewayConfig config;
   config.source = std::string(source);
   YAML::Node root;
-  // yaml-cpp throws on syntax errors; they stop here (STYLE.md section 4).
+  // yaml-cpp throws on syntax errors; they stop here.
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {

@@ -5,7 +5,7 @@
 // dependency cannot be called. The port speaks in values and ages, never in
 // time points: a store shared between processes (Redis) cannot hand out
 // steady_clock time points, which mean nothing in another process, so each
-// store measures the age of an entry on its own clock (STYLE.md section 1).
+// store measures the age of an entry on its own clock.
 //
 // MemorySnapshotStore is the in-process implementation: bounded, with
 // least-recently-used eviction, on an injected Clock.

@@ -6,7 +6,7 @@
 // process, so unlike library code it waits with real sleeps, always with a
 // bound (tests/ is outside the no-direct-clock check). Start() fails, with a
 // message saying what to install, when redis-server is missing: Redis tests
-// fail, never skip (STYLE.md section 6).
+// fail, never skip.
 //
 //   auto server = RedisServer::Start();
 //   ASSERT_TRUE(server.has_value()) << server.error();

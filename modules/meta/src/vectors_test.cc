@@ -1,5 +1,5 @@
-// Every vector of testdata/meta_vectors_dev.jsonl (a copy of
-// ../shared/data/meta_vectors_dev.jsonl) through Classify() with the default
+// Every vector of testdata/meta_vectors_dev.jsonl (the shared Meta signal
+// vectors, docs/meta.md) through Classify() with the default
 // rules: expect_class and expect_retry_after_s (null unless rate-limit).
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 //     ordinary keys; explicit keys win over merged ones;
 //   - keeps, for every key and value, its line and column, 1-based, and its
 //     full path as written, for error messages.
-// yaml-cpp's exceptions stop here (STYLE.md section 4).
+// yaml-cpp's exceptions stop here.
 //
 // Thread-safe: the functions are pure.
 #ifndef FUSEBOX_MODULES_YAML_SRC_TREE_H_

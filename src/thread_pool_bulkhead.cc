@@ -77,7 +77,10 @@ struct ThreadPoolBulkhead::Core {
           // An extra thread: given back after keep_alive_duration idle.
           if (!work.wait_for(lock, options.keep_alive_duration,
                              [&] { return !queue.empty() || stopping; })) {
-            break;
+            // Ask again: others idle as long may have ended meanwhile, and
+            // the decision and the --live below must be one step under the
+            // lock, or they all end and the pool falls below its core.
+            if (live > options.core_thread_pool_size) break;
           }
         } else {
           work.wait(lock);

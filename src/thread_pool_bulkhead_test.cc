@@ -53,11 +53,12 @@ TEST(ThreadPoolBulkheadOptions, ValidateNamesTheField) {
 // Core threads first, then the queue, then extra threads up to the maximum,
 // then refusal: ThreadPoolExecutor's order.
 TEST(ThreadPoolBulkhead, CoreThenQueueThenMaxThenRefuses) {
+  // Declared before the pool, so that it outlives the calls that wait on it.
+  std::latch release(1);
   auto pool = Make({.max_thread_pool_size = 2,
                     .core_thread_pool_size = 1,
                     .queue_capacity = 1,
                     .keep_alive_duration = std::chrono::hours(1)});
-  std::latch release(1);
   auto blocked = [&](int v) {
     return [&release, v] {
       release.wait();
@@ -124,11 +125,11 @@ TEST(ThreadPoolBulkhead, DestructionRunsTheQueue) {
 // An extra thread with no keep-alive ends as soon as it is idle; the pool
 // shrinks back to its core and still serves.
 TEST(ThreadPoolBulkhead, ExtraThreadsEndWhenIdle) {
+  std::latch release(1);
   auto pool = Make({.max_thread_pool_size = 3,
                     .core_thread_pool_size = 1,
                     .queue_capacity = 0,
                     .keep_alive_duration = Duration::zero()});
-  std::latch release(1);
   std::vector<std::future<int>> futures;
   for (int i = 0; i < 3; ++i) {
     Result<std::future<int>> f = pool->Submit([&release, i] {
@@ -181,8 +182,8 @@ TEST(ThreadPoolBulkhead, ConcurrentSubmittersRunEachAcceptedCallOnce) {
 }
 
 TEST(ThreadPoolBulkhead, MetricsUnderResilience4jNames) {
-  auto pool = Make({.max_thread_pool_size = 2, .core_thread_pool_size = 1, .queue_capacity = 3});
   std::latch release(1);
+  auto pool = Make({.max_thread_pool_size = 2, .core_thread_pool_size = 1, .queue_capacity = 3});
   ASSERT_TRUE(pool->Enqueue([&] { release.wait(); }).ok());
   ASSERT_TRUE(pool->Enqueue([] {}).ok());  // queued behind it
   MetricsCollector metrics;

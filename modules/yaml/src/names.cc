@@ -33,23 +33,24 @@ std::vector<const NameMeaning*> Lookup(const NameLists& lists, std::string_view 
   return found;
 }
 
-// Which of the meanings an outcome matches.
+// Which of the meanings an outcome matches. Copies them: the classifiers
+// built from it outlive the registry (a service may drop it once resolved).
 struct Matchers {
-  std::vector<const NameMeaning*> meanings;
+  std::vector<NameMeaning> meanings;
 
   bool empty() const { return meanings.empty(); }
   void Add(const std::vector<const NameMeaning*>& more) {
-    meanings.insert(meanings.end(), more.begin(), more.end());
+    for (const NameMeaning* m : more) meanings.push_back(*m);
   }
   bool Matches(const Status& s) const {
-    for (const NameMeaning* m : meanings) {
-      if (m->matches_status && m->matches_status(s)) return true;
+    for (const NameMeaning& m : meanings) {
+      if (m.matches_status && m.matches_status(s)) return true;
     }
     return false;
   }
   bool Matches(const std::exception_ptr& e) const {
-    for (const NameMeaning* m : meanings) {
-      if (m->matches_exception && m->matches_exception(e)) return true;
+    for (const NameMeaning& m : meanings) {
+      if (m.matches_exception && m.matches_exception(e)) return true;
     }
     return false;
   }

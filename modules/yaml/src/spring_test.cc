@@ -271,9 +271,9 @@ TEST(SpringThreadPool, LoadsAndBuildsAPoolThatRefusesWhenFull) {
   EXPECT_EQ(a->queue_capacity, 2);
   const ThreadPoolBulkheadOptions* b = c.thread_pool_bulkheads.instance("backendB");
   ASSERT_NE(b, nullptr);
+  std::latch release(1);  // before the pool: its destructor runs what waits on it
   auto pool = ThreadPoolBulkhead::Create(*b);
   ASSERT_TRUE(pool.has_value());
-  std::latch release(1);
   auto blocked = [&] { release.wait(); };
   EXPECT_TRUE((*pool)->Enqueue(blocked).ok());  // the one thread
   EXPECT_TRUE((*pool)->Enqueue(blocked).ok());  // the one queue slot

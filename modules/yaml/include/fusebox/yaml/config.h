@@ -328,8 +328,9 @@ struct ResolvedNames {
 //     anything registered, only a failure matching one is; else the default.
 //     Built into options.retry_on. intervalBiFunction sets
 //     options.interval_function.
-// An unregistered name is left out with a warning. A template's names reach
-// its instances only through the settings they were resolved to.
+// An unregistered name is left out with a warning. The classifiers and
+// functions built keep copies of the meanings: `names` need not outlive
+// `config`.
 ResolvedNames ResolveNames(Configuration& config, const NameRegistry& names);
 
 }  // namespace fusebox::yaml

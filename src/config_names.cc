@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -296,29 +297,116 @@ constexpr std::array<Unit, 7> kUnits{{
     {"ns", std::chrono::nanoseconds(1)},
 }};
 
+// Adds `count` units to `total`; false on overflow.
+bool AddUnits(std::int64_t count, std::int64_t unit_ns, std::int64_t& total) {
+  std::int64_t part = 0;
+  return !__builtin_mul_overflow(count, unit_ns, &part) &&
+         !__builtin_add_overflow(total, part, &total);
+}
+
+// The rest of an ISO-8601 duration after its 'P', as Java's Duration.parse
+// reads it (case-insensitive; days, then after 'T' hours, minutes, seconds
+// with up to 9 fraction digits, in that order, at least one), without signs:
+// a negative duration is meaningless in every property that takes one.
+std::optional<Duration> ParseIsoDuration(std::string_view rest) {
+  std::int64_t total = 0;
+  bool any = false;
+  bool in_time = false;
+  int next_field = 0;  // 0: D, 1: H, 2: M, 3: S; fields must come in order.
+  while (!rest.empty()) {
+    if (rest.front() == 'T' || rest.front() == 't') {
+      if (in_time) return std::nullopt;
+      in_time = true;
+      rest.remove_prefix(1);
+      if (rest.empty()) return std::nullopt;  // "PT" names nothing.
+      continue;
+    }
+    std::size_t digits = 0;
+    while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits]))) {
+      ++digits;
+    }
+    if (digits == 0) return std::nullopt;
+    std::int64_t count = 0;
+    if (!ParseWhole(rest.substr(0, digits), count)) return std::nullopt;
+    rest.remove_prefix(digits);
+    std::int64_t fraction_ns = -1;
+    if (!rest.empty() && (rest.front() == '.' || rest.front() == ',')) {
+      rest.remove_prefix(1);
+      std::size_t f = 0;
+      fraction_ns = 0;
+      std::int64_t scale = 100'000'000;
+      while (f < rest.size() && std::isdigit(static_cast<unsigned char>(rest[f]))) {
+        if (f == 9) return std::nullopt;
+        fraction_ns += (rest[f] - '0') * scale;
+        scale /= 10;
+        ++f;
+      }
+      rest.remove_prefix(f);
+    }
+    if (rest.empty()) return std::nullopt;
+    const char designator =
+        static_cast<char>(std::toupper(static_cast<unsigned char>(rest.front())));
+    rest.remove_prefix(1);
+    int field = -1;
+    std::int64_t unit_ns = 0;
+    if (designator == 'D' && !in_time) {
+      field = 0;
+      unit_ns = 86'400'000'000'000;
+    } else if (designator == 'H' && in_time) {
+      field = 1;
+      unit_ns = 3'600'000'000'000;
+    } else if (designator == 'M' && in_time) {
+      field = 2;
+      unit_ns = 60'000'000'000;
+    } else if (designator == 'S' && in_time) {
+      field = 3;
+      unit_ns = 1'000'000'000;
+    }
+    if (field < next_field || (fraction_ns >= 0 && field != 3)) return std::nullopt;
+    next_field = field + 1;
+    if (!AddUnits(count, unit_ns, total)) return std::nullopt;
+    if (fraction_ns > 0 && __builtin_add_overflow(total, fraction_ns, &total)) return std::nullopt;
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return Duration(total);
+}
+
 }  // namespace
 
 Result<Duration> ParseDuration(std::string_view text) {
   const std::string_view trimmed = Trim(text);
-  std::size_t digits = 0;
-  while (digits < trimmed.size() && std::isdigit(static_cast<unsigned char>(trimmed[digits]))) {
-    ++digits;
-  }
   auto bad = [&](std::string_view why) {
     return Status::InvalidArgument("bad duration \"" + std::string(text) +
                                    "\": " + std::string(why));
   };
+  if (!trimmed.empty() && (trimmed.front() == 'P' || trimmed.front() == 'p')) {
+    std::optional<Duration> d = ParseIsoDuration(trimmed.substr(1));
+    if (!d) {
+      return bad(
+          "expected ISO-8601 PnDTnHnMn.nS with at least one part, e.g. PT5S, PT0.5S, P1D "
+          "(non-negative, within 292 years)");
+    }
+    return *d;
+  }
+  // Spring's simple style: an optional '+', digits, a unit in any case.
+  const std::string_view unsigned_text = trimmed.starts_with('+') ? trimmed.substr(1) : trimmed;
+  std::size_t digits = 0;
+  while (digits < unsigned_text.size() &&
+         std::isdigit(static_cast<unsigned char>(unsigned_text[digits]))) {
+    ++digits;
+  }
   if (digits == 0) {
     return bad("expected a non-negative integer and a unit (ns, us, ms, s, m, h, d), e.g. 5s");
   }
   std::int64_t count = 0;
-  if (!ParseWhole(trimmed.substr(0, digits), count)) return bad("too large");
-  const std::string_view suffix = trimmed.substr(digits);
+  if (!ParseWhole(unsigned_text.substr(0, digits), count)) return bad("too large");
+  const std::string_view suffix = unsigned_text.substr(digits);
   Duration unit = std::chrono::milliseconds(1);  // A bare integer is milliseconds.
   if (!suffix.empty()) {
     bool found = false;
     for (const Unit& u : kUnits) {
-      if (suffix == u.suffix) {
+      if (EqualsIgnoreCase(suffix, u.suffix)) {
         unit = u.size;
         found = true;
         break;

@@ -25,14 +25,50 @@ TEST(ParseDuration, ReadsEveryUnit) {
   EXPECT_EQ(ParseDuration(" 3s ").value(), 3s);
 }
 
+TEST(ParseDuration, ReadsSpringsSimpleStyleInAnyCaseAndIso8601) {
+  EXPECT_EQ(ParseDuration("10S").value(), 10s);
+  EXPECT_EQ(ParseDuration("500MS").value(), 500ms);
+  EXPECT_EQ(ParseDuration("+5s").value(), 5s);
+  EXPECT_EQ(ParseDuration("PT5S").value(), 5s);
+  EXPECT_EQ(ParseDuration("pt5s").value(), 5s);
+  EXPECT_EQ(ParseDuration("PT0.5S").value(), 500ms);
+  EXPECT_EQ(ParseDuration("PT0,25S").value(), 250ms);
+  EXPECT_EQ(ParseDuration("P1D").value(), 24h);
+  EXPECT_EQ(ParseDuration("P1DT2H3M4.000000005S").value(), 24h + 2h + 3min + 4s + 5ns);
+  EXPECT_EQ(ParseDuration("PT1M30S").value(), 90s);
+  EXPECT_EQ(ParseDuration("PT0S").value(), Duration::zero());
+}
+
 TEST(ParseDuration, BareIntegerIsMilliseconds) {
   EXPECT_EQ(ParseDuration("5000").value(), 5s);
   EXPECT_EQ(ParseDuration("0").value(), Duration::zero());
 }
 
 TEST(ParseDuration, RejectsWhatSpringWouldNotRead) {
-  for (const char* bad : {"", "s", "-5s", "+5s", "1.5s", "5 s", "5sec", "PT5S", "1m30s", "5S",
-                          "ms250", "99999999999999999999", "9999999999d"}) {
+  for (const char* bad : {"",
+                          "s",
+                          "-5s",
+                          "1.5s",
+                          "5 s",
+                          "5sec",
+                          "1m30s",
+                          "ms250",
+                          "99999999999999999999",
+                          "9999999999d",
+                          "P",
+                          "PT",
+                          "-PT5S",
+                          "PT-5S",
+                          "P1W",
+                          "P1M",
+                          "PT1D",
+                          "PT5",
+                          "PT5S5M",
+                          "PT1.5M",
+                          "PT0.1234567891S",
+                          "P1DT",
+                          "PT5SX",
+                          "P106752D"}) {
     Result<Duration> d = ParseDuration(bad);
     ASSERT_FALSE(d.has_value()) << bad;
     EXPECT_EQ(d.error().code(), StatusCode::kInvalidArgument) << bad;

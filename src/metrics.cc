@@ -180,6 +180,8 @@ struct MetricsCollector::Core {
   mutable internal::Mutex mu;
   SeriesTable series FUSEBOX_GUARDED_BY(mu);
   std::map<std::string, const Bulkhead*, std::less<>> bulkheads FUSEBOX_GUARDED_BY(mu);
+  std::map<std::string, const ThreadPoolBulkhead*, std::less<>> thread_pool_bulkheads
+      FUSEBOX_GUARDED_BY(mu);
   std::map<std::string, const RateLimiter*, std::less<>> limiters FUSEBOX_GUARDED_BY(mu);
   std::map<std::string, std::unique_ptr<RetryCounters>, std::less<>> retries FUSEBOX_GUARDED_BY(mu);
   std::map<std::string, std::shared_ptr<const SharedState>, std::less<>> shared_states
@@ -255,6 +257,19 @@ void MetricsCollector::OnRegistryEvent(const RegistryEvent& event) {
   if (i < 5) core_->registry_events[i].fetch_add(1, std::memory_order_relaxed);
 }
 
+void MetricsCollector::AddThreadPoolBulkhead(std::string name, const ThreadPoolBulkhead& bulkhead) {
+  internal::MutexLock lock(&core_->mu);
+  core_->thread_pool_bulkheads.insert_or_assign(std::move(name), &bulkhead);
+}
+
+bool MetricsCollector::RemoveThreadPoolBulkhead(std::string_view name) {
+  internal::MutexLock lock(&core_->mu);
+  auto it = core_->thread_pool_bulkheads.find(name);
+  if (it == core_->thread_pool_bulkheads.end()) return false;
+  core_->thread_pool_bulkheads.erase(it);
+  return true;
+}
+
 void MetricsCollector::AddBulkhead(std::string name, const Bulkhead& bulkhead) {
   internal::MutexLock lock(&core_->mu);
   core_->bulkheads.insert_or_assign(std::move(name), &bulkhead);
@@ -310,6 +325,13 @@ MetricsSnapshot MetricsCollector::Collect() const {
     snapshot.bulkheads.push_back(BulkheadSample{name, b->available_permits(),
                                                 b->options().max_concurrent_calls,
                                                 b->waiting_calls(), b->rejected_calls()});
+  }
+  for (const auto& [name, b] : core_->thread_pool_bulkheads) {
+    const ThreadPoolBulkheadOptions& o = b->options();
+    const ThreadPoolBulkheadState st = b->state();
+    snapshot.thread_pool_bulkheads.push_back(ThreadPoolBulkheadSample{
+        name, st, o.queue_capacity - st.queue_depth, o.core_thread_pool_size,
+        o.max_thread_pool_size, o.queue_capacity});
   }
   for (const auto& [name, l] : core_->limiters) {
     snapshot.rate_limiters.push_back(RateLimiterSample{

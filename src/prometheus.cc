@@ -642,6 +642,29 @@ void WritePolicies(Writer& w, const MetricsSnapshot& s, bool extensions) {
                  "Calls the bulkhead refused (full, too many waiting, wait ran out)",
                  [](const BulkheadSample& b) { return b.rejected_calls; });
   }
+  // Resilience4j's Prometheus collector names for its thread-pool bulkhead.
+  using TP = ThreadPoolBulkheadSample;
+  WriteGauge(w, s.thread_pool_bulkheads, "thread_pool_bulkhead_current_thread_pool_size",
+             "The number of current threads in the thread pool",
+             [](const TP& b) { return b.state.thread_pool_size; });
+  WriteGauge(w, s.thread_pool_bulkheads, "thread_pool_bulkhead_available_queue_capacity",
+             "The number of available queue capacity",
+             [](const TP& b) { return b.available_queue_capacity; });
+  if (extensions) {
+    WriteGauge(w, s.thread_pool_bulkheads, "thread_pool_bulkhead_queue_depth",
+               "Calls waiting in the queue", [](const TP& b) { return b.state.queue_depth; });
+    WriteGauge(w, s.thread_pool_bulkheads, "thread_pool_bulkhead_active_thread_count",
+               "Threads running a call", [](const TP& b) { return b.state.active_thread_count; });
+    WriteGauge(w, s.thread_pool_bulkheads, "thread_pool_bulkhead_core_thread_pool_size",
+               "Threads kept when idle", [](const TP& b) { return b.core_thread_pool_size; });
+    WriteGauge(w, s.thread_pool_bulkheads, "thread_pool_bulkhead_max_thread_pool_size",
+               "The most threads at once", [](const TP& b) { return b.max_thread_pool_size; });
+    WriteGauge(w, s.thread_pool_bulkheads, "thread_pool_bulkhead_queue_capacity",
+               "Calls the queue holds at most", [](const TP& b) { return b.queue_capacity; });
+    WriteCounter(w, s.thread_pool_bulkheads, "thread_pool_bulkhead_rejected_calls_total",
+                 "Calls refused with pool and queue full",
+                 [](const TP& b) { return b.state.rejected_calls; });
+  }
   WriteGauge(w, s.rate_limiters, "ratelimiter_available_permissions",
              "The number of available permissions",
              [](const RateLimiterSample& r) { return r.available_permissions; });
@@ -755,8 +778,9 @@ void AppendPrometheus(const MetricsSnapshot& snapshot, const PrometheusOptions& 
   // Reserve what the text will take, a little more rather than less: one
   // regrowth of a 30 MB string (10,000 breakers) costs as much as rendering
   // it, and pages reserved but never written cost nothing.
-  std::size_t estimate = 4096 + 256 * (snapshot.bulkheads.size() + snapshot.rate_limiters.size() +
-                                       4 * snapshot.retries.size());
+  std::size_t estimate =
+      4096 + 256 * (snapshot.bulkheads.size() + snapshot.rate_limiters.size() +
+                    snapshot.thread_pool_bulkheads.size() + 4 * snapshot.retries.size());
   for (const Group& g : groups) {
     const std::size_t lines = 36 + g.counters().transitions.size();
     estimate += lines * (options.prefix.size() + g.name_label.size() + 96);

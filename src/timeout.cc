@@ -51,8 +51,8 @@ struct alignas(64) Timeout::Slot {
 };
 
 struct Timeout::Shared : std::enable_shared_from_this<Timeout::Shared> {
-  Shared(Clock& c, Duration t, unsigned n)
-      : clock(c), timeout(t), mask(n - 1), slots(new Slot[n]) {}
+  Shared(Clock& c, Duration t, unsigned n, bool stop)
+      : clock(c), timeout(t), request_stop(stop), mask(n - 1), slots(new Slot[n]) {}
 
   Slot* Claim(Duration::rep deadline) noexcept {
     const unsigned first = t_slot_hint;
@@ -134,6 +134,8 @@ struct Timeout::Shared : std::enable_shared_from_this<Timeout::Shared> {
 
   Clock& clock;
   const Duration timeout;
+  // TimeoutOptions::cancel_running_future: when false, calls are only timed.
+  const bool request_stop;
   const unsigned mask;
   const std::unique_ptr<Slot[]> slots;
   // A watchdog timer is scheduled (or running).
@@ -170,8 +172,8 @@ Timeout::Timeout(TimeoutOptions options, Clock& clock)
     : options_(options),
       precise_(PreciseTiming(options)),
       shared_(std::make_shared<Shared>(clock, options.timeout_duration,
-                                       std::bit_ceil(static_cast<unsigned>(options.watch_slots)))) {
-}
+                                       std::bit_ceil(static_cast<unsigned>(options.watch_slots)),
+                                       options.cancel_running_future)) {}
 
 Timeout::~Timeout() {
   // Best effort: a timer that is already running holds only a weak_ptr and
@@ -185,6 +187,9 @@ Timeout::Watch::Watch(Shared* shared, bool precise) : shared_(shared), precise_(
   start_ = precise_ ? shared_->clock.Now() : shared_->clock.CoarseNow();
   deadline_ns_ = (start_ + shared_->timeout).time_since_epoch().count();
   assert(deadline_ns_ > 0);
+  // Not to be stopped: no slot, no timer, a token that is never stopped; the
+  // elapsed time alone decides (Finish()).
+  if (!shared_->request_stop) return;
   slot_ = shared_->Claim(deadline_ns_);
   if (slot_ != nullptr) [[likely]] {
     shared_->NoteCall(deadline_ns_);
@@ -227,7 +232,7 @@ bool Timeout::Watch::Finish() {
       slot_->word.store(0, std::memory_order_release);
       stopped = true;
     }
-  } else {
+  } else if (own_source_.stop_possible()) {
     shared_->clock.Cancel(own_timer_);
     stopped = own_source_.stop_requested();
   }

@@ -62,6 +62,39 @@ TEST_F(TimeoutTest, FastCallKeepsItsResult) {
   EXPECT_EQ(*r, 7);
 }
 
+// cancelRunningFuture: false. The deadline is measured, not enforced: the
+// call runs past it with its token never stopped, and is still reported as
+// timed out. With the default, the same call sees its stop at the deadline.
+TEST_F(TimeoutTest, WithoutCancelRunningFutureTheTokenIsNeverStopped) {
+  for (bool cancel : {true, false}) {
+    SCOPED_TRACE(cancel ? "cancel_running_future" : "no cancel");
+    auto timeout = Make({.timeout_duration = 100ms, .cancel_running_future = cancel});
+    const TimePoint start = clock_.Now();
+    Duration ran = 0ns;
+    Result<int> r = timeout->Execute([&](const std::stop_token& stop) {
+      Work(stop, 300ms, 10ms);
+      ran = clock_.Now() - start;
+      return 7;
+    });
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code(), StatusCode::kTimeout);
+    EXPECT_EQ(timeout->options().cancel_running_future, cancel);
+    // Stopped at the deadline, or ran its whole 300 ms.
+    EXPECT_EQ(ran, cancel ? Duration(100ms) : Duration(300ms));
+  }
+}
+
+TEST_F(TimeoutTest, WithoutCancelRunningFutureAFastCallKeepsItsResult) {
+  auto timeout = Make({.timeout_duration = 100ms, .cancel_running_future = false});
+  Result<int> r = timeout->Execute([&](const std::stop_token& stop) {
+    EXPECT_FALSE(stop.stop_possible());
+    clock_.Advance(99ms);
+    return 7;
+  });
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, 7);
+}
+
 TEST_F(TimeoutTest, OneNanosecondBeforeTheDeadlineIsInTime) {
   auto timeout = Make({.timeout_duration = 1s});
   bool stopped = true;

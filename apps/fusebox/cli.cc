@@ -357,7 +357,15 @@ int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostr
       "every error (exit 1), like nginx -t");
   config_check->add_option("file", check_path, "The YAML file (application.yml)")->required();
   config_check->add_flag("--no-env", check_no_env,
-                         "Ignore FUSEBOX_* environment overrides (default: apply them)");
+                         "Ignore FUSEBOX_*, RESILIENCE4J_* and SPRING_PROFILES_ACTIVE (default: "
+                         "apply them)");
+  std::vector<std::string> check_profiles;
+  config_check
+      ->add_option("--profile,--profiles", check_profiles,
+                   "Active Spring profiles (comma-separated or repeated) selecting the documents "
+                   "that spring.config.activate.on-profile conditions (default: "
+                   "SPRING_PROFILES_ACTIVE, else the file's spring.profiles.active, else default)")
+      ->delimiter(',');
 #endif
 
 #ifdef FUSEBOX_APP_WITH_GATEWAY
@@ -414,8 +422,9 @@ int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostr
 #endif
 #ifdef FUSEBOX_APP_WITH_YAML
   if (config_check->parsed()) {
-    return RunConfigCheck(
-        check_path, check_no_env ? yaml::Environment{} : yaml::FuseboxEnvironment(), out, err);
+    return RunConfigCheck(check_path,
+                          check_no_env ? yaml::Environment{} : yaml::FuseboxEnvironment(), out, err,
+                          check_profiles);
   }
 #endif
 #ifdef FUSEBOX_APP_WITH_GATEWAY
@@ -428,7 +437,8 @@ int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostr
   if (gateway_demo->parsed()) {
     demo_options.gateway_a = demo_gateways[0];
     demo_options.gateway_b = demo_gateways[1];
-    if (const char* token = demo_token_env.empty() ? nullptr : std::getenv(demo_token_env.c_str())) {
+    if (const char* token =
+            demo_token_env.empty() ? nullptr : std::getenv(demo_token_env.c_str())) {
       demo_options.admin_token = token;
     }
     return gateway::RunGatewayDemo(demo_options, out, err);

@@ -11,15 +11,19 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "fusebox/yaml/config.h"
 
 namespace fusebox::app {
 
-// Checks the file at `path` with the overrides in `environment`; returns the
-// exit status.
+// Checks the file at `path` with the overrides in `environment` and the
+// active Spring `profiles` (empty: SPRING_PROFILES_ACTIVE, else the file's,
+// else "default"); returns the exit status. On stderr, besides the verdict:
+// every note, what each name in recordExceptions and the like resolved to
+// (against NameRegistry::AddJavaDefaults()), and every warning.
 int RunConfigCheck(const std::string& path, const yaml::Environment& environment, std::ostream& out,
-                   std::ostream& err);
+                   std::ostream& err, const std::vector<std::string>& profiles = {});
 
 }  // namespace fusebox::app
 

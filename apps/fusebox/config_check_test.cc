@@ -99,5 +99,59 @@ TEST(ConfigCheck, WiredIntoTheCommandLine) {
   EXPECT_EQ(out.str(), testing::ReadFile(testing::TestData("config_check_seed004.yml")));
 }
 
+const std::string kSpring =
+    std::string(FUSEBOX_APP_TESTDATA) + "/../../../modules/yaml/testdata/spring/";
+
+// Every Java name is listed with what it resolved to, against Java's names
+// of fusebox's own failures; the rest are warnings naming the instance.
+TEST(ConfigCheck, ListsWhatEachNameResolvedTo) {
+  const Ran r = Check(kSpring + "snake_case.yml");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err,
+              HasSubstr("fusebox config check: name: "
+                        "resilience4j.circuitbreaker.instances.user_service.recordExceptions: "
+                        "java.net.ConnectException -> StatusCode Unavailable\n"));
+  EXPECT_THAT(r.err, HasSubstr("fusebox config check: name: "
+                               "resilience4j.retry.instances.user_service.retryExceptions: "
+                               "java.net.SocketTimeoutException -> StatusCode Timeout\n"));
+  // Printed under Resilience4j's name, whatever the file's spelling.
+  EXPECT_THAT(r.out, HasSubstr("        recordExceptions: [java.net.ConnectException]\n"));
+  EXPECT_THAT(r.out, HasSubstr("  thread-pool-bulkhead:\n"));
+}
+
+TEST(ConfigCheck, UnregisteredNamesAreWarningsNotErrors) {
+  const Ran r = Check(kSpring + "camel_case_exceptions.yml");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err,
+              HasSubstr("fusebox config check: warning: "
+                        "resilience4j.circuitbreaker.instances.backendB.recordFailurePredicate: "
+                        "\"io.github.robwin.exception.RecordFailurePredicate\" is not "
+                        "registered (NameRegistry); left out\n"));
+  EXPECT_THAT(r.err, HasSubstr("-> not registered\n"));
+}
+
+TEST(ConfigCheck, ProfileFlagSelectsDocumentsAndNotesSay) {
+  std::istringstream in;
+  std::ostringstream out, err;
+  const int status = RunFusebox(
+      {"fusebox", "config", "check", kSpring + "profiles.yml", "--no-env", "--profile", "prod"}, in,
+      out, err);
+  EXPECT_EQ(status, 0) << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("# Active profiles: prod\n"));
+  EXPECT_THAT(out.str(), HasSubstr("      ledger:\n"));
+  EXPECT_THAT(out.str(), HasSubstr("        waitDurationInOpenState: 30s\n"));
+  EXPECT_THAT(err.str(), HasSubstr("fusebox config check: note: " + kSpring +
+                                   "profiles.yml:14:19: spring.config.activate.on-profile: "
+                                   "document 2 applied (active profiles: prod)\n"));
+  EXPECT_THAT(err.str(), HasSubstr("document 5 skipped (active profiles: prod)\n"));
+}
+
+TEST(ConfigCheck, ProfilesFromTheEnvironment) {
+  const Ran r = Check(kSpring + "profiles.yml", {{"SPRING_PROFILES_ACTIVE", "dev"}});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# Active profiles: dev\n"));
+  EXPECT_THAT(r.out, HasSubstr("        failureRateThreshold: 90\n"));
+}
+
 }  // namespace
 }  // namespace fusebox::app

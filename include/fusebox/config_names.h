@@ -32,11 +32,17 @@
 
 namespace fusebox {
 
-// Parses a duration as Spring Boot writes Resilience4j's: a non-negative
-// integer followed by a unit, one of ns, us, ms, s, m, h, d ("5s", "250ms",
-// "1m"); a bare integer is milliseconds ("5000"). Surrounding spaces are
-// allowed; fractions, signs, ISO-8601 ("PT5S") and compound forms ("1m30s") are
-// not. Fails with kInvalidArgument quoting the text, or on overflow.
+// Parses a duration as Spring Boot binds Resilience4j's, in either of Spring's
+// styles:
+//   - simple: a non-negative integer (an optional '+') and a unit, one of ns,
+//     us, ms, s, m, h, d in any case ("5s", "10S", "250ms"); a bare integer is
+//     milliseconds ("5000"), the unit of every Resilience4j duration;
+//   - ISO-8601 as Java's Duration.parse reads it, case-insensitive:
+//     P[nD][T[nH][nM][n[.f]S]] ("PT5S", "PT0.5S", "P1D", "PT1M30S"), the
+//     fraction only on seconds, up to 9 digits.
+// Surrounding spaces are allowed; negative values, fractions in the simple
+// style and compound simple forms ("1m30s") are not. Fails with
+// kInvalidArgument quoting the text, or on overflow (beyond ~292 years).
 Result<Duration> ParseDuration(std::string_view text);
 
 // The shortest exact spelling of `d` in ParseDuration's syntax with the

@@ -12,7 +12,8 @@
 // results) and knows (its state and its window: buffered calls, failure and
 // slow-call rates),
 // the registry's size and eviction counts, and the gauges of the bulkheads
-// and rate limiters registered with AddBulkhead()/AddRateLimiter(). Retry
+// (semaphore and thread-pool) and rate limiters registered with
+// AddBulkhead()/AddThreadPoolBulkhead()/AddRateLimiter(). Retry
 // loops are counted with CountedExecute() and RetryCountersFor().
 //
 //   auto metrics = std::make_shared<fusebox::MetricsCollector>();
@@ -57,6 +58,7 @@
 #include "fusebox/registry.h"
 #include "fusebox/retry.h"
 #include "fusebox/shared_state.h"
+#include "fusebox/thread_pool_bulkhead.h"
 
 namespace fusebox {
 
@@ -120,6 +122,16 @@ struct BulkheadSample {
   std::uint64_t rejected_calls = 0;
 };
 
+// A thread-pool bulkhead (fusebox/thread_pool_bulkhead.h).
+struct ThreadPoolBulkheadSample {
+  std::string name;
+  ThreadPoolBulkheadState state;
+  int available_queue_capacity = 0;
+  int core_thread_pool_size = 0;
+  int max_thread_pool_size = 0;
+  int queue_capacity = 0;
+};
+
 struct RateLimiterSample {
   std::string name;
   int available_permissions = 0;
@@ -152,6 +164,7 @@ struct RegistrySample {
 struct MetricsSnapshot {
   std::vector<BreakerSample> breakers;
   std::vector<BulkheadSample> bulkheads;
+  std::vector<ThreadPoolBulkheadSample> thread_pool_bulkheads;
   std::vector<RateLimiterSample> rate_limiters;
   std::vector<RetrySample> retries;
   std::vector<SharedStateSample> shared_states;
@@ -214,6 +227,8 @@ class MetricsCollector final : public BreakerObserver {
   // same name.
   void AddBulkhead(std::string name, const Bulkhead& bulkhead);
   bool RemoveBulkhead(std::string_view name);
+  void AddThreadPoolBulkhead(std::string name, const ThreadPoolBulkhead& bulkhead);
+  bool RemoveThreadPoolBulkhead(std::string_view name);
   void AddRateLimiter(std::string name, const RateLimiter& limiter);
   bool RemoveRateLimiter(std::string_view name);
   // Reports the health of `state` (Redis errors, fail-open periods, lease

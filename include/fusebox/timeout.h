@@ -82,6 +82,11 @@ struct TimeoutOptions {
   // ~21 ns a read. Default: kAuto, meaning kCoarse when timeout_duration >= 1 s,
   // else kPrecise.
   CallTiming timing = CallTiming::kAuto;
+  // Whether the deadline requests a stop on the call's token (Resilience4j's
+  // cancelRunningFuture). When false, the token is never stopped and no
+  // timer is armed: a call that takes timeout_duration or longer still ends
+  // as kTimeout, but only once it has returned by itself. Default: true.
+  bool cancel_running_future = true;
 
   // OK, or kInvalidArgument naming the first field at fault and its rule.
   Status Validate() const;

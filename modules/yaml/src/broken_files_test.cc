@@ -28,8 +28,8 @@ constexpr const char* kCases[] = {
     "05_base_config_cycle",
     "06_duplicate_key",
     "07_two_spellings",
-    "08_record_exceptions",
-    "09_thread_pool_bulkhead",
+    "08_record_exceptions_map",
+    "09_thread_pool_core_above_max",
     "10_unknown_section",
     "11_yaml_syntax",
     "12_instance_not_a_map",
@@ -38,12 +38,12 @@ constexpr const char* kCases[] = {
     "15_retry_rules",
     "16_fair_bulkhead",
     "17_rate_limiter_period",
-    "18_cancel_running_future",
+    "18_cancel_running_future_not_bool",
     "19_many_errors",
     "20_backoff_cap_below_wait",
     "21_section_beside_resilience4j",
     "22_empty_file",
-    "23_snake_case_and_retry_exceptions",
+    "23_typo_in_profile_document",
 };
 
 std::string ReadFile(const std::string& path) {

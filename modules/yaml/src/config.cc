@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -32,6 +33,8 @@ using internal::Node;
 using internal::Policy;
 
 constexpr std::string_view kEnvPrefix = "FUSEBOX_";
+// Spring's own mapping of resilience4j.* properties to environment variables.
+constexpr std::string_view kSpringEnvPrefix = "RESILIENCE4J_";
 
 std::string DidYouMean(std::string_view key, const std::vector<std::string_view>& candidates) {
   const std::string_view near = Closest(key, candidates);
@@ -55,6 +58,24 @@ std::string WithValue(std::string_view rule, std::string_view written) {
   const std::size_t got = rule.rfind(", got ");
   if (got == std::string_view::npos) return std::string(rule);
   return std::string(rule.substr(0, got)) + ", got " + std::string(written);
+}
+
+// "a, b,c" -> a, b, c: Spring's list of names in one scalar (a profile list,
+// a class list); empty items are dropped.
+std::vector<std::string> SplitNames(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front())))
+      item.remove_prefix(1);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back())))
+      item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
 }
 
 const char* KindText(Node::Kind kind) {
@@ -89,6 +110,8 @@ struct Layer {
   std::optional<Value> base;
   // Property index (in the policy's table) to value.
   std::map<std::size_t, Value> values;
+  // Name properties (recordExceptions, ...) to their names.
+  NameLists names;
 };
 
 // What the environment pass needs of a section, whatever its settings type.
@@ -134,9 +157,15 @@ class SectionLoader final : public SectionReader {
         seen = child.key_mark;
         ReadLayers(child, configs);
       } else if (canon == Canonical(policy_.aspect_order)) {
-        diags_.Warning(child.key_mark, child.path,
-                       "ignored: Spring's aspect order; fusebox composes policies in one order "
-                       "(docs/policies.md)");
+        diags_.Note(child.key_mark, child.path,
+                    "ignored: Spring's aspect order; fusebox composes policies in one order "
+                    "(docs/policies.md)");
+      } else if (canon == "metrics") {
+        // metrics.enabled, metrics.legacy.enabled, metrics.use-legacy-binder:
+        // Micrometer binders of the Spring starter.
+        diags_.Note(child.key_mark, child.path,
+                    "ignored: Micrometer binder settings; fusebox's metrics are always kept and "
+                    "exported as an exporter asks (docs/observability.md)");
       } else if (canon == "backends") {
         diags_.Error(child.key_mark, child.path,
                      "unknown key: \"backends\" was Resilience4j 1's name; use \"instances\"");
@@ -346,6 +375,12 @@ class SectionLoader final : public SectionReader {
       }
       return;
     }
+    for (std::string_view name_property : policy_.name_properties) {
+      if (Canonical(name_property) == canon) {
+        ReadNames(key, name_property, layer);
+        return;
+      }
+    }
     if (std::optional<std::size_t> index = FindProperty(canon)) {
       if (!ScalarValue(key, policy_.properties[*index].expects)) return;
       Value v{key.scalar, key.mark, key.path, ""};
@@ -370,6 +405,31 @@ class SectionLoader final : public SectionReader {
     diags_.Error(
         key.key_mark, key.path,
         "unknown property of " + std::string(policy_.section) + DidYouMean(key.key, candidates));
+  }
+
+  // A list of names, as Spring binds a List<Class>: a YAML list of scalars,
+  // or one scalar whose commas separate names; an empty value is no names.
+  void ReadNames(const Node& key, std::string_view property, Layer& layer) {
+    std::vector<std::string> names;
+    auto add = [&](std::string_view text) {
+      for (std::string& n : SplitNames(text)) names.push_back(std::move(n));
+    };
+    if (key.kind == Node::Kind::kScalar) {
+      add(key.scalar);
+    } else if (key.kind == Node::Kind::kSequence) {
+      for (const Node& item : key.children) {
+        if (item.kind != Node::Kind::kScalar) {
+          diags_.Error(item.mark, item.path,
+                       std::string("expected a name, got ") + KindText(item.kind));
+          return;
+        }
+        add(item.scalar);
+      }
+    } else if (key.kind == Node::Kind::kMap) {
+      diags_.Error(key.mark, key.path, "expected a name or a list of names, got a map");
+      return;
+    }
+    layer.names[std::string(property)] = std::move(names);
   }
 
   // The base of `layer`: its baseConfig, else configs.default (Resilience4j:
@@ -416,8 +476,19 @@ class SectionLoader final : public SectionReader {
       const auto& p = policy_.properties[index];
       (void)p.set(s, p.name, value->text);  // Checked when read.
     }
+    if (policy_.names != nullptr) {
+      // A list given lower in the chain replaces the base's, as Resilience4j's
+      // builders do.
+      NameLists& names = *policy_.names(s);
+      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        for (const auto& [property, list] : (*it)->names) names[property] = list;
+      }
+    }
     // finish() reports the first rule broken; put that property back to its
-    // default and ask again, so that every broken rule is reported.
+    // default and ask again, so that every broken rule is reported. A rule
+    // between two properties may fail again with the default: once reported,
+    // a property ends the search.
+    std::set<std::size_t> reported;
     for (std::size_t round = 0; round <= policy_.properties.size(); ++round) {
       const Status st = policy_.finish(s);
       if (st.ok()) return failed ? std::nullopt : std::optional<S>(std::move(s));
@@ -432,8 +503,8 @@ class SectionLoader final : public SectionReader {
           break;
         }
       }
-      if (!index) {
-        diags_.Error(layer.mark, layer.path, message);
+      if (!index || !reported.insert(*index).second) {
+        if (!index) diags_.Error(layer.mark, layer.path, message);
         break;
       }
       const auto& p = policy_.properties[*index];
@@ -487,19 +558,18 @@ std::unique_ptr<SectionReader> Make(const Policy<S>& policy, Diagnostics& diags,
   return std::make_unique<SectionLoader<S>>(policy, diags, std::move(path), member);
 }
 
-constexpr std::string_view kSectionNames[] = {"circuitbreaker", "retry", "bulkhead", "ratelimiter",
-                                              "timelimiter"};
-
-constexpr std::string_view kThreadPoolWhy =
-    "not supported: fusebox has no thread-pool bulkhead (calls run on the caller's thread); use "
-    "bulkhead, the semaphore bulkhead";
+constexpr std::string_view kSectionNames[] = {"circuitbreaker",     "retry",       "bulkhead",
+                                              "threadpoolbulkhead", "ratelimiter", "timelimiter"};
 
 class Loader {
  public:
   explicit Loader(Diagnostics& diags) : diags_(diags) {}
 
   Result<Configuration> Load(std::string_view text, const LoadOptions& options) {
-    std::optional<Node> tree = internal::ParseTree(text, diags_);
+    std::optional<std::vector<internal::Document>> docs = internal::ParseDocuments(text, diags_);
+    if (!docs) return Fail();
+    std::vector<std::string> active = ActiveProfiles(*docs, options);
+    std::optional<Node> tree = MergeDocuments(*docs, active);
     if (!tree) return Fail();
     if (tree->kind == Node::Kind::kNull) {
       diags_.Error({}, "",
@@ -546,14 +616,241 @@ class Loader {
     for (auto& [name, reader] : readers_) reader->Resolve(config);
     if (diags_.has_errors()) return Fail();
     config.warnings = diags_.warnings();
+    config.notes = diags_.notes();
+    config.profiles = std::move(active);
     return config;
   }
 
  private:
+  // The profiles in force: the option's, else SPRING_PROFILES_ACTIVE's, else
+  // the last spring.profiles.active of a document that no profile
+  // conditions, else Spring's "default".
+  std::vector<std::string> ActiveProfiles(const std::vector<internal::Document>& docs,
+                                          const LoadOptions& options) {
+    if (!options.profiles.empty()) return options.profiles;
+    if (auto it = options.environment.find("SPRING_PROFILES_ACTIVE");
+        it != options.environment.end()) {
+      std::vector<std::string> names = SplitNames(it->second);
+      if (!names.empty()) return names;
+    }
+    std::vector<std::string> from_file;
+    for (const internal::Document& doc : docs) {
+      if (ActivationOf(doc.root) != nullptr) continue;
+      if (const Node* n = FindRelaxed(doc.root, {"spring", "profiles", "active"})) {
+        if (n->kind == Node::Kind::kScalar) {
+          from_file = SplitNames(n->scalar);
+        } else if (n->kind == Node::Kind::kSequence) {
+          from_file.clear();
+          for (const Node& item : n->children) {
+            if (item.kind == Node::Kind::kScalar) from_file.push_back(item.scalar);
+          }
+        }
+      }
+    }
+    if (!from_file.empty()) return from_file;
+    return {"default"};
+  }
+
+  // The node at `path` under `root`, each segment matched in Spring's
+  // relaxed form.
+  static const Node* FindRelaxed(const Node& root, std::initializer_list<std::string_view> path) {
+    const Node* n = &root;
+    for (std::string_view segment : path) {
+      if (n->kind != Node::Kind::kMap) return nullptr;
+      const Node* next = nullptr;
+      for (const Node& c : n->children) {
+        if (Canonical(c.key) == Canonical(segment)) next = &c;
+      }
+      if (next == nullptr) return nullptr;
+      n = next;
+    }
+    return n;
+  }
+
+  // What conditions a document: spring.config.activate.on-profile (Spring
+  // Boot 2.4+), or spring.profiles (before 2.4, still common), or nullptr.
+  static const Node* ActivationOf(const Node& root) {
+    if (const Node* n = FindRelaxed(root, {"spring", "config", "activate", "on-profile"})) return n;
+    if (const Node* n = FindRelaxed(root, {"spring", "profiles"});
+        n != nullptr && n->kind != Node::Kind::kMap) {
+      return n;
+    }
+    return nullptr;
+  }
+
+  // Spring's profile expressions: names, '!' (not), '&' (and), '|' (or) and
+  // parentheses; '&' and '|' may not be mixed without parentheses. A list, or
+  // commas, means any of them. Sets *bad on a malformed expression.
+  class ProfileExpression {
+   public:
+    ProfileExpression(std::string_view text, const std::vector<std::string>& active)
+        : text_(text), active_(active) {}
+
+    bool Matches(bool* bad) {
+      bool any = false;
+      while (true) {
+        const bool v = Or();
+        any = any || v;
+        Skip();
+        if (at_ >= text_.size()) break;
+        if (text_[at_] != ',') {
+          bad_ = true;
+          break;
+        }
+        ++at_;
+      }
+      *bad = bad_;
+      return any;
+    }
+
+   private:
+    void Skip() {
+      while (at_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[at_]))) ++at_;
+    }
+    bool Or() {
+      bool v = Unary();
+      char op = 0;
+      while (true) {
+        Skip();
+        if (at_ >= text_.size() || (text_[at_] != '&' && text_[at_] != '|')) return v;
+        const char c = text_[at_++];
+        if (op != 0 && op != c) bad_ = true;  // "a & b | c": Spring wants parentheses
+        op = c;
+        const bool rhs = Unary();
+        v = c == '&' ? (v && rhs) : (v || rhs);
+      }
+    }
+    bool Unary() {
+      Skip();
+      if (at_ >= text_.size()) {
+        bad_ = true;
+        return false;
+      }
+      if (text_[at_] == '!') {
+        ++at_;
+        return !Unary();
+      }
+      if (text_[at_] == '(') {
+        ++at_;
+        const bool v = Or();
+        Skip();
+        if (at_ >= text_.size() || text_[at_] != ')') {
+          bad_ = true;
+        } else {
+          ++at_;
+        }
+        return v;
+      }
+      const std::size_t start = at_;
+      while (at_ < text_.size() &&
+             std::string_view("!&|(), ").find(text_[at_]) == std::string_view::npos &&
+             !std::isspace(static_cast<unsigned char>(text_[at_]))) {
+        ++at_;
+      }
+      if (at_ == start) {
+        bad_ = true;
+        return false;
+      }
+      const std::string_view name = text_.substr(start, at_ - start);
+      return std::find(active_.begin(), active_.end(), name) != active_.end();
+    }
+
+    std::string_view text_;
+    const std::vector<std::string>& active_;
+    std::size_t at_ = 0;
+    bool bad_ = false;
+  };
+
+  // Whether the document conditioned by `activation` is in force.
+  bool Active(const Node& activation, const std::vector<std::string>& active) {
+    std::vector<const Node*> items;
+    if (activation.kind == Node::Kind::kSequence) {
+      for (const Node& item : activation.children) items.push_back(&item);
+    } else {
+      items.push_back(&activation);
+    }
+    bool any = false;
+    for (const Node* item : items) {
+      if (item->kind != Node::Kind::kScalar) {
+        diags_.Error(item->mark, activation.path, "expected a profile expression such as prod");
+        return false;
+      }
+      bool bad = false;
+      const bool v = ProfileExpression(item->scalar, active).Matches(&bad);
+      if (bad) {
+        diags_.Error(item->mark, activation.path,
+                     "bad profile expression \"" + item->scalar +
+                         "\" (names with !, &, | and parentheses; a comma or a list: any of)");
+        return false;
+      }
+      any = any || v;
+    }
+    return any;
+  }
+
+  // Spring's merge of a file's documents: in file order, each later document
+  // in force overriding what the earlier ones set, map by map, key by key
+  // (keys compared in relaxed form, so failure-rate-threshold in one document
+  // overrides failureRateThreshold in another); anything but a map replaces.
+  static void Overlay(Node& into, Node later) {
+    if (into.kind != Node::Kind::kMap || later.kind != Node::Kind::kMap) {
+      into = std::move(later);
+      return;
+    }
+    for (Node& child : later.children) {
+      const std::string canon = Canonical(child.key);
+      auto it = std::find_if(into.children.begin(), into.children.end(),
+                             [&](const Node& c) { return Canonical(c.key) == canon; });
+      if (it == into.children.end()) {
+        into.children.push_back(std::move(child));
+      } else {
+        Overlay(*it, std::move(child));
+      }
+    }
+  }
+
+  std::optional<Node> MergeDocuments(std::vector<internal::Document>& docs,
+                                     const std::vector<std::string>& active) {
+    std::optional<Node> merged;
+    std::string profiles;
+    for (const std::string& p : active) profiles += (profiles.empty() ? "" : ", ") + p;
+    for (std::size_t i = 0; i < docs.size(); ++i) {
+      internal::Document& doc = docs[i];
+      if (doc.root.kind == Node::Kind::kNull && docs.size() > 1) continue;
+      if (doc.root.kind == Node::Kind::kMap) {
+        if (const Node* cloud =
+                FindRelaxed(doc.root, {"spring", "config", "activate", "on-cloud-platform"})) {
+          diags_.Note(cloud->mark, cloud->path,
+                      "document " + std::to_string(i + 1) +
+                          " skipped: fusebox runs on no cloud platform Spring would detect");
+          continue;
+        }
+        if (const Node* activation = ActivationOf(doc.root)) {
+          const bool in_force = Active(*activation, active);
+          diags_.Note(activation->mark, activation->path,
+                      "document " + std::to_string(i + 1) + (in_force ? " applied" : " skipped") +
+                          " (active profiles: " + profiles + ")");
+          if (!in_force) continue;
+        }
+      }
+      if (!merged) {
+        merged = std::move(doc.root);
+      } else {
+        Overlay(*merged, std::move(doc.root));
+      }
+    }
+    if (!merged) {
+      // Every document was conditioned away, or there was none.
+      Node empty;
+      empty.mark = {1, 1};
+      merged = std::move(empty);
+    }
+    return merged;
+  }
+
   static bool IsSection(std::string_view canon) {
-    return canon == "threadpoolbulkhead" ||
-           std::find(std::begin(kSectionNames), std::end(kSectionNames), canon) !=
-               std::end(kSectionNames);
+    return std::find(std::begin(kSectionNames), std::end(kSectionNames), canon) !=
+           std::end(kSectionNames);
   }
 
   void MakeReaders(const std::string& prefix) {
@@ -564,6 +861,9 @@ class Loader {
         "retry", Make(internal::RetryPolicy(), diags_, prefix + "retry", &Configuration::retries));
     readers_.emplace_back("bulkhead", Make(internal::BulkheadPolicy(), diags_, prefix + "bulkhead",
                                            &Configuration::bulkheads));
+    readers_.emplace_back("threadpoolbulkhead", Make(internal::ThreadPoolBulkheadPolicy(), diags_,
+                                                     prefix + "thread-pool-bulkhead",
+                                                     &Configuration::thread_pool_bulkheads));
     readers_.emplace_back("ratelimiter",
                           Make(internal::RateLimiterPolicy(), diags_, prefix + "ratelimiter",
                                &Configuration::rate_limiters));
@@ -576,8 +876,14 @@ class Loader {
     std::map<std::string, const Node*> seen;
     for (const Node& child : root.children) {
       const std::string canon = Canonical(child.key);
-      if (canon == "threadpoolbulkhead") {
-        diags_.Error(child.key_mark, child.path, kThreadPoolWhy);
+      if (canon == "scheduled" || canon == "thread") {
+        // resilience4j.scheduled.executor.* (the starter's scheduler for
+        // retries and time limiters) and resilience4j.thread.type (virtual
+        // threads): fusebox schedules on its Clock and creates no threads
+        // there.
+        diags_.Note(child.key_mark, child.path,
+                    "ignored: the Spring starter's executor settings; fusebox waits on its Clock "
+                    "and runs calls on the caller's thread");
         continue;
       }
       auto reader = std::find_if(readers_.begin(), readers_.end(),
@@ -586,8 +892,8 @@ class Loader {
         std::vector<std::string_view> names(std::begin(kSectionNames), std::end(kSectionNames));
         if (root.key.empty()) names.push_back("resilience4j");
         diags_.Error(child.key_mark, child.path,
-                     "unknown section; expected circuitbreaker, retry, bulkhead, ratelimiter or "
-                     "timelimiter" +
+                     "unknown section; expected circuitbreaker, retry, bulkhead, "
+                     "thread-pool-bulkhead, ratelimiter or timelimiter" +
                          DidYouMean(child.key, names));
         continue;
       }
@@ -606,9 +912,16 @@ class Loader {
   // (FAILURE_RATE_THRESHOLD): Spring's own mapping drops them.
   void ApplyEnv(const Environment& environment) {
     for (const auto& [variable, value] : environment) {
-      if (!variable.starts_with(kEnvPrefix)) continue;
+      std::string_view prefix;
+      if (variable.starts_with(kEnvPrefix)) {
+        prefix = kEnvPrefix;
+      } else if (variable.starts_with(kSpringEnvPrefix)) {
+        prefix = kSpringEnvPrefix;
+      } else {
+        continue;
+      }
       std::vector<std::string> tokens;
-      std::string_view rest = std::string_view(variable).substr(kEnvPrefix.size());
+      std::string_view rest = std::string_view(variable).substr(prefix.size());
       while (true) {
         const std::size_t bar = rest.find('_');
         tokens.emplace_back(rest.substr(0, bar));
@@ -637,14 +950,16 @@ class Loader {
         }
         continue;
       }
-      if (section == "threadpoolbulkhead") {
-        diags_.EnvError(variable, "", kThreadPoolWhy);
+      const std::string kind = used < tokens.size() ? Canonical(tokens[used]) : "";
+      if (prefix == kSpringEnvPrefix && kind != "configs" && kind != "instances") {
+        // Spring's section-level keys (RESILIENCE4J_CIRCUITBREAKER_METRICS_ENABLED):
+        // as in the file, accepted, and meaning nothing here.
+        diags_.Note({}, "env " + variable, "ignored: not a property of an instance or template");
         continue;
       }
-      const std::string kind = used < tokens.size() ? Canonical(tokens[used]) : "";
       if ((kind != "configs" && kind != "instances") || tokens.size() < used + 3) {
         diags_.EnvError(variable, "",
-                        "expected FUSEBOX_" + tokens[0] +
+                        "expected " + std::string(prefix) + tokens[0] +
                             "_<CONFIGS|INSTANCES>_<NAME>_<PROPERTY>, e.g. "
                             "FUSEBOX_CIRCUITBREAKER_INSTANCES_PAYMENT_FAILURERATETHRESHOLD");
         continue;
@@ -683,20 +998,10 @@ class Loader {
 
 // --- FormatConfig -------------------------------------------------------------------
 
-// A name as a YAML key that ParseTree reads back as one segment.
-std::string KeyText(const std::string& name) {
-  bool plain = !name.empty();
-  for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') plain = false;
-  }
-  // A plain null, Null, NULL or ~ would be a null key, not a name.
-  if (plain && name != "null" && name != "Null" && name != "NULL") return name;
-  // Brackets keep a dotted name one segment; a name that starts with '[' came
-  // from brackets too (ParseTree would take its own bracket off).
-  std::string inner =
-      name.find('.') != std::string::npos || name.front() == '[' ? "[" + name + "]" : name;
+// `text` in double quotes, with YAML's escapes.
+std::string Quoted(std::string_view text) {
   std::string out = "\"";
-  for (char c : inner) {
+  for (char c : text) {
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
@@ -712,6 +1017,32 @@ std::string KeyText(const std::string& name) {
   return out + "\"";
 }
 
+// Whether `text` reads back as itself, a plain string, with only letters,
+// digits and `extra`.
+bool Plain(std::string_view text, std::string_view extra) {
+  if (text.empty()) return false;
+  for (char c : text) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && extra.find(c) == std::string_view::npos)
+      return false;
+  }
+  // A plain null, Null, NULL or ~ would be a null, not a name.
+  return text != "null" && text != "Null" && text != "NULL";
+}
+
+// A name as a YAML key that ParseTree reads back as one segment.
+std::string KeyText(const std::string& name) {
+  if (Plain(name, "_-")) return name;
+  // Brackets keep a dotted name one segment; a name that starts with '[' came
+  // from brackets too (ParseTree would take its own bracket off).
+  return Quoted(name.find('.') != std::string::npos || name.front() == '[' ? "[" + name + "]"
+                                                                           : name);
+}
+
+// A name in a flow list ([java.io.IOException, ...]) that reads back as itself.
+std::string ListItemText(const std::string& name) {
+  return Plain(name, "_-.$") ? name : Quoted(name);
+}
+
 template <typename S>
 void FormatSection(std::string& out, const Policy<S>& policy, const Section<S>& section) {
   if (section.empty()) return;
@@ -725,6 +1056,15 @@ void FormatSection(std::string& out, const Policy<S>& policy, const Section<S>& 
       for (const auto& p : policy.properties) {
         out += "        " + std::string(p.name) + ": " + p.get(n.settings, p.name) + "\n";
       }
+      if (policy.names != nullptr) {
+        for (const auto& [property, list] : *policy.names(const_cast<S&>(n.settings))) {
+          out += "        " + property + ": [";
+          for (std::size_t i = 0; i < list.size(); ++i) {
+            out += (i ? ", " : "") + ListItemText(list[i]);
+          }
+          out += "]\n";
+        }
+      }
     }
   }
 }
@@ -735,7 +1075,10 @@ Environment FuseboxEnvironment() {
   Environment env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);
-    if (!entry.starts_with(kEnvPrefix)) continue;
+    if (!entry.starts_with(kEnvPrefix) && !entry.starts_with(kSpringEnvPrefix) &&
+        !entry.starts_with("SPRING_PROFILES_ACTIVE=")) {
+      continue;
+    }
     const std::size_t eq = entry.find('=');
     if (eq == std::string_view::npos) continue;
     env.emplace(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
@@ -770,6 +1113,7 @@ std::string FormatConfig(const Configuration& config) {
   FormatSection(body, internal::CircuitBreakerPolicy(), config.circuit_breakers);
   FormatSection(body, internal::RetryPolicy(), config.retries);
   FormatSection(body, internal::BulkheadPolicy(), config.bulkheads);
+  FormatSection(body, internal::ThreadPoolBulkheadPolicy(), config.thread_pool_bulkheads);
   FormatSection(body, internal::RateLimiterPolicy(), config.rate_limiters);
   FormatSection(body, internal::TimeLimiterPolicy(), config.time_limiters);
   if (body.empty()) return "resilience4j: {}\n";

@@ -104,9 +104,9 @@ TEST(YamlEnv, ErrorsNameTheVariable) {
             "env FUSEBOX_RETRY_MAXATTEMPTS: expected "
             "FUSEBOX_RETRY_<CONFIGS|INSTANCES>_<NAME>_<PROPERTY>, e.g. "
             "FUSEBOX_CIRCUITBREAKER_INSTANCES_PAYMENT_FAILURERATETHRESHOLD\n"
-            "env FUSEBOX_THREAD_POOL_BULKHEAD_INSTANCES_A_MAXTHREADPOOLSIZE: not supported: "
-            "fusebox has no thread-pool bulkhead (calls run on the caller's thread); use "
-            "bulkhead, the semaphore bulkhead");
+            "env FUSEBOX_THREAD_POOL_BULKHEAD_INSTANCES_A_MAXTHREADPOOLSIZE: "
+            "resilience4j.thread-pool-bulkhead.instances: no instances entry has this name "
+            "(upper case, '-' and '.' as '_'); declared: none");
 }
 
 // The environment wins over the file, whichever layer the file set it in.

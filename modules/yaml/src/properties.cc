@@ -167,10 +167,6 @@ void AddBackoffRows(std::vector<Property<S>>& rows, SV field_prefix_exponential,
                   [](const S& s, SV) { return DoubleText((s.*Member).randomized_factor); }});
 }
 
-constexpr SV kClassesWhy =
-    "it names Java classes; in fusebox a classifier in code decides what counts (see "
-    "docs/configuration.md)";
-
 // --- resilience4j.circuitbreaker ----------------------------------------------------
 
 Policy<CircuitBreakerSettings> MakeCircuitBreakerPolicy() {
@@ -189,15 +185,11 @@ Policy<CircuitBreakerSettings> MakeCircuitBreakerPolicy() {
                                       "open_backoff.multiplier", "open_backoff.max_wait",
                                       "exponentialMaxWaitDurationInOpenState",
                                       "open_backoff.randomized", "open_backoff.randomized_factor");
+  p.name_properties = {"recordExceptions",       "ignoreExceptions",
+                       "recordFailurePredicate", "ignoreExceptionPredicate",
+                       "recordResultPredicate",  "waitIntervalFunctionInOpenState"};
+  p.names = [](S& s) { return &s.names; };
   p.not_applicable = {
-      {"recordExceptions", kClassesWhy},
-      {"ignoreExceptions", kClassesWhy},
-      {"recordFailurePredicate", kClassesWhy},
-      {"ignoreExceptionPredicate", kClassesWhy},
-      {"recordResultPredicate", kClassesWhy},
-      {"waitIntervalFunctionInOpenState",
-       "it names a Java function; use enableExponentialBackoff and enableRandomizedWait, or "
-       "CircuitBreakerConfig::wait_interval_function in code"},
       {"ringBufferSizeInClosedState", "removed in Resilience4j 2; use slidingWindowSize"},
       {"ringBufferSizeInHalfOpenState",
        "removed in Resilience4j 2; use permittedNumberOfCallsInHalfOpenState"},
@@ -256,20 +248,13 @@ Policy<RetrySettings> MakeRetryPolicy() {
   };
   p.properties.insert(p.properties.end(), more.begin(), more.end());
   constexpr SV kRetryWhy =
-      "it names Java classes or functions; in fusebox RetryOptions::retry_on decides in code "
-      "which failures are retried";
+      "it names a Java BiConsumer run on a result before a retry; fusebox's retry has no "
+      "results to consume";
+  p.name_properties = {"retryExceptions", "ignoreExceptions",   "retryExceptionPredicate",
+                       "resultPredicate", "intervalBiFunction", "intervalFunction"};
+  p.names = [](S& s) { return &s.names; };
   p.not_applicable = {
-      {"retryExceptions", kRetryWhy},
-      {"ignoreExceptions", kRetryWhy},
-      {"retryExceptionPredicate", kRetryWhy},
-      {"resultPredicate", kRetryWhy},
       {"consumeResultBeforeRetryAttempt", kRetryWhy},
-      {"intervalFunction",
-       "it names a Java function; use enableExponentialBackoff and enableRandomizedWait, or "
-       "RetryOptions::interval_function in code"},
-      {"intervalBiFunction",
-       "it names a Java function; use enableExponentialBackoff and enableRandomizedWait, or "
-       "RetryOptions::interval_function in code"},
   };
   p.finish = [](S& s) {
     if (Status st =
@@ -309,13 +294,40 @@ Policy<BulkheadOptions> MakeBulkheadPolicy() {
        [](const S& s, SV) { return std::to_string(s.max_waiting_calls); }},
   };
   constexpr SV kPoolWhy =
-      "a thread-pool-bulkhead property; fusebox has only the semaphore bulkhead (calls run on "
-      "the caller's thread)";
+      "a property of the thread-pool bulkhead; move it to resilience4j.thread-pool-bulkhead";
   p.not_applicable = {
       {"maxThreadPoolSize", kPoolWhy},
       {"coreThreadPoolSize", kPoolWhy},
       {"queueCapacity", kPoolWhy},
       {"keepAliveDuration", kPoolWhy},
+  };
+  p.finish = [](S& s) { return s.Validate(); };
+  return p;
+}
+
+// --- resilience4j.thread-pool-bulkhead ------------------------------------------------
+
+Policy<ThreadPoolBulkheadOptions> MakeThreadPoolBulkheadPolicy() {
+  using S = ThreadPoolBulkheadOptions;
+  Policy<S> p;
+  p.section = "thread-pool-bulkhead";
+  p.env_section = "THREADPOOLBULKHEAD";
+  p.aspect_order = "threadPoolBulkheadAspectOrder";
+  p.properties = {
+      {"maxThreadPoolSize", "max_thread_pool_size", "an integer >= coreThreadPoolSize",
+       [](S& s, SV n, SV v) {
+         return SetInt(s.max_thread_pool_size, n, v, "an integer >= coreThreadPoolSize");
+       },
+       [](const S& s, SV) { return std::to_string(s.max_thread_pool_size); }},
+      {"coreThreadPoolSize", "core_thread_pool_size", "an integer >= 1",
+       [](S& s, SV n, SV v) { return SetInt(s.core_thread_pool_size, n, v, "an integer >= 1"); },
+       [](const S& s, SV) { return std::to_string(s.core_thread_pool_size); }},
+      {"queueCapacity", "queue_capacity", "an integer >= 0",
+       [](S& s, SV n, SV v) { return SetInt(s.queue_capacity, n, v, "an integer >= 0"); },
+       [](const S& s, SV) { return std::to_string(s.queue_capacity); }},
+      {"keepAliveDuration", "keep_alive_duration", "a duration >= 0",
+       [](S& s, SV n, SV v) { return SetDuration(s.keep_alive_duration, n, v); },
+       [](const S& s, SV) { return FormatDuration(s.keep_alive_duration); }},
   };
   p.finish = [](S& s) { return s.Validate(); };
   return p;
@@ -364,11 +376,9 @@ Policy<TimeoutOptions> MakeTimeLimiterPolicy() {
       {"timeoutDuration", "timeout_duration", "a duration > 0",
        [](S& s, SV n, SV v) { return SetDuration(s.timeout_duration, n, v); },
        [](const S& s, SV) { return FormatDuration(s.timeout_duration); }},
-      {"cancelRunningFuture", "", "true",
-       [](S&, SV n, SV v) {
-         return SetFixed(true, n, v, "fusebox always requests a stop at the deadline");
-       },
-       [](const S&, SV) { return std::string("true"); }},
+      {"cancelRunningFuture", "cancel_running_future", kBoolText,
+       [](S& s, SV n, SV v) { return SetBool(s.cancel_running_future, n, v); },
+       [](const S& s, SV) { return BoolText(s.cancel_running_future); }},
       // fusebox's own.
       {"watchSlots", "watch_slots", "an integer in [1, 65536]",
        [](S& s, SV n, SV v) { return SetInt(s.watch_slots, n, v, "an integer in [1, 65536]"); },
@@ -381,7 +391,10 @@ Policy<TimeoutOptions> MakeTimeLimiterPolicy() {
   return p;
 }
 
-constexpr std::array<KeyNote, 5> kIgnored{{
+constexpr std::array<KeyNote, 6> kIgnored{{
+    {"contextPropagators",
+     "it names Java ContextPropagator classes; a fusebox call carries what its callable "
+     "captures"},
     {"registerHealthIndicator", "a Spring Boot actuator setting; fusebox has no health endpoint"},
     {"allowHealthIndicatorToFail",
      "a Spring Boot actuator setting; fusebox has no health endpoint"},
@@ -408,6 +421,12 @@ const Policy<BulkheadOptions>& BulkheadPolicy() {
   return *p;
 }
 
+const Policy<ThreadPoolBulkheadOptions>& ThreadPoolBulkheadPolicy() {
+  static const Policy<ThreadPoolBulkheadOptions>* const p =
+      new Policy<ThreadPoolBulkheadOptions>(MakeThreadPoolBulkheadPolicy());
+  return *p;
+}
+
 const Policy<RateLimiterOptions>& RateLimiterPolicy() {
   static const Policy<RateLimiterOptions>* const p =
       new Policy<RateLimiterOptions>(MakeRateLimiterPolicy());
@@ -426,7 +445,7 @@ std::string Canonical(std::string_view name) {
   std::string out;
   out.reserve(name.size());
   for (char c : name) {
-    if (c != '-') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (c != '-' && c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   return out;
 }

@@ -54,6 +54,11 @@ struct Policy {
   std::vector<Property<S>> properties;
   // Errors, with the reason.
   std::vector<KeyNote> not_applicable;
+  // Properties that hold names for ResolveNames() (recordExceptions, ...):
+  // a list, or one name, or names separated by commas.
+  std::vector<std::string_view> name_properties;
+  // Where S keeps them; nullptr when `name_properties` is empty.
+  NameLists* (*names)(S& settings) = nullptr;
   // Builds what the properties describe (interval functions) and validates
   // the whole. Fails with "<field> <rule>, got <value>".
   Status (*finish)(S& settings);
@@ -62,6 +67,7 @@ struct Policy {
 const Policy<CircuitBreakerSettings>& CircuitBreakerPolicy();
 const Policy<RetrySettings>& RetryPolicy();
 const Policy<BulkheadOptions>& BulkheadPolicy();
+const Policy<ThreadPoolBulkheadOptions>& ThreadPoolBulkheadPolicy();
 const Policy<RateLimiterOptions>& RateLimiterPolicy();
 const Policy<TimeoutOptions>& TimeLimiterPolicy();
 
@@ -69,8 +75,9 @@ const Policy<TimeoutOptions>& TimeLimiterPolicy();
 // (health indicators, event buffers), in every section; loaded with a warning.
 std::span<const KeyNote> IgnoredKeys();
 
-// Spring's relaxed form of a name: lower case, '-' dropped, so that
-// failureRateThreshold, failure-rate-threshold and FAILURERATETHRESHOLD meet.
+// Spring's relaxed form of a name: lower case, '-' and '_' dropped, so that
+// failureRateThreshold, failure-rate-threshold, failure_rate_threshold and
+// FAILURERATETHRESHOLD meet.
 std::string Canonical(std::string_view name);
 
 // Levenshtein distance.

@@ -83,6 +83,11 @@ std::vector<std::string> Diagnostics::Sorted(std::vector<Entry> entries) {
 
 std::vector<std::string> Diagnostics::errors() const { return Sorted(errors_); }
 std::vector<std::string> Diagnostics::warnings() const { return Sorted(warnings_); }
+std::vector<std::string> Diagnostics::notes() const { return Sorted(notes_); }
+
+void Diagnostics::Note(Mark mark, std::string_view path, std::string_view rule) {
+  notes_.push_back({0, mark.line, mark.column, Line(Where(mark), path, rule)});
+}
 
 // --- Tree -------------------------------------------------------------------------
 
@@ -348,6 +353,37 @@ std::optional<Node> ParseTree(std::string_view text, Diagnostics& diags) {
     return std::nullopt;
   }
   return root;
+}
+
+std::optional<std::vector<Document>> ParseDocuments(std::string_view text, Diagnostics& diags) {
+  if (text.size() > kMaxInputBytes) {
+    diags.Error({}, "", "larger than " + std::to_string(kMaxInputBytes >> 20) + " MiB");
+    return std::nullopt;
+  }
+  std::vector<YAML::Node> yaml_docs;
+  try {
+    yaml_docs = YAML::LoadAll(std::string(text));
+  } catch (const YAML::Exception& e) {
+    diags.Error(ToMark(e.mark), "", "not valid YAML: " + e.msg);
+    return std::nullopt;
+  }
+  std::vector<Document> docs;
+  try {
+    Builder builder(diags);  // one for all: the node limit is the file's
+    for (const YAML::Node& yd : yaml_docs) {
+      Document doc;
+      const Mark m = ToMark(yd.Mark());
+      doc.line = m.line > 0 ? m.line : 1;
+      doc.root.mark = m.line > 0 ? m : Mark{1, 1};
+      builder.Convert(yd, doc.root, 0);
+      if (builder.stopped()) return std::nullopt;
+      docs.push_back(std::move(doc));
+    }
+  } catch (const YAML::Exception& e) {
+    diags.Error(ToMark(e.mark), "", "not valid YAML: " + e.msg);
+    return std::nullopt;
+  }
+  return docs;
 }
 
 }  // namespace fusebox::yaml::internal

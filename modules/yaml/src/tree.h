@@ -41,12 +41,16 @@ class Diagnostics {
   void Error(Mark mark, std::string_view path, std::string_view rule);
   void EnvError(std::string_view variable, std::string_view path, std::string_view rule);
   void Warning(Mark mark, std::string_view path, std::string_view rule);
+  // A key accepted that means nothing here, or a document a profile skips:
+  // said, so that nobody wonders, but not a fault.
+  void Note(Mark mark, std::string_view path, std::string_view rule);
 
   bool has_errors() const noexcept { return !errors_.empty(); }
   // Sorted by position (file errors by line and column, then environment
   // errors by variable), each once.
   std::vector<std::string> errors() const;
   std::vector<std::string> warnings() const;
+  std::vector<std::string> notes() const;
   const std::string& source() const noexcept { return source_; }
 
  private:
@@ -62,6 +66,7 @@ class Diagnostics {
   std::string source_;
   std::vector<Entry> errors_;
   std::vector<Entry> warnings_;
+  std::vector<Entry> notes_;
 };
 
 struct Node {
@@ -89,7 +94,20 @@ std::string JoinPath(std::string_view parent, std::string_view segment);
 // Inputs larger than this are refused (a configuration file is a few KiB).
 inline constexpr std::size_t kMaxInputBytes = 4 << 20;
 
-// Parses `text` into a tree whose root is a map (kNull for an empty
+// One document of a multi-document file: its tree, and the line its first
+// content starts on.
+struct Document {
+  Node root;
+  int line = 1;
+};
+
+// Parses every document of `text` (separated by "---"), each as ParseTree
+// does; the kMaxNodes limit applies to all of them together. Returns nullopt
+// when the text is not YAML at all or a limit stopped it (the error is in
+// `diags`); otherwise the documents in file order, an empty one as kNull.
+std::optional<std::vector<Document>> ParseDocuments(std::string_view text, Diagnostics& diags);
+
+// Parses the first document of `text` into a tree whose root is a map (kNull for an empty
 // document). Returns nullopt when the text is not YAML at all (the error is in
 // `diags`); otherwise the tree, with errors about keys (duplicates, empty
 // segments, non-scalar keys) in `diags`.

@@ -157,7 +157,7 @@ void CircuitBreaker::Core::ApplyDeferredFailureLocked(std::int64_t second,
 // a success, without reaching the failure-rate threshold (invariant 1).
 bool CircuitBreaker::Core::GrantLocked(const internal::WindowTotals& t) {
   constexpr int kEntries = RelaxedOutcomeLog::kEntries;
-  const std::int64_t room = AllowanceLocked(t, kOwnedSlots * kEntries);
+  const std::int64_t room = AllowanceLocked(t, std::int64_t{kOwnedSlots} * kEntries);
   const int self = internal::t_writer_slot;
   std::int64_t others = 0;
   std::int64_t mine = 0;

@@ -32,16 +32,21 @@
 // never exceptions. Exceptions thrown by a callable given to Call() are
 // classified, recorded, and propagate unchanged.
 //
-// Blocking: without a shared state, no call of a breaker blocks on I/O or
-// waits for another thread beyond a critical section of a few dozen
-// nanoseconds (a spin lock). With one (config.shared_state), TryAcquire()
-// may ask the store, and so block for at most the store's own timeout: the
-// first call of a new breaker and the first after the store reconnected
-// re-read the fleet's view (SharedState::Read()), and the call that ends an
-// OPEN asks for the fleet's probe lease (SharedState::AcquireProbe()). One
-// call per breaker asks at a time; the others meanwhile wait for that Read()
-// answer, or are rejected as OPEN while the lease is asked for. TryReject()
-// never asks the store. Listeners run on the thread that caused the event.
+// Blocking: without a shared state, TryAcquire(), TryReject() and recording
+// an outcome never block on I/O, and wait for another thread only for a
+// critical section of a few dozen nanoseconds (a spin lock), plus whatever
+// the code you supply does: listeners run on the thread that caused the
+// event, after the lock; wait_interval_function runs under it. With a shared
+// state (config.shared_state), TryAcquire() may ask the store, and so block
+// for at most the store's own timeout: the first call of a new breaker and
+// the first after the store reconnected re-read the fleet's view
+// (SharedState::Read()), and the call that ends an OPEN asks for the fleet's
+// probe lease (SharedState::AcquireProbe()). One call per breaker asks at a
+// time; the others meanwhile wait for that Read() answer, or are rejected as
+// OPEN while the lease is asked for. TryReject() never asks the store; what
+// a transition tells the store is sent without waiting (SharedState::Trip()
+// and friends do not block). The destructor waits for a timer callback or a
+// store delivery that is running.
 //
 // Cost: in CLOSED, TryAcquire() plus Success() is two atomic loads and no
 // write when the window holds no failure and no slow call (see

@@ -2,7 +2,10 @@
 #
 #   make deps    install missing Debian packages (apt-get; sudo if not root)
 #   make build   configure + build the release preset (gcc, -O2, -Werror)
-#   make test    release, asan, tsan in turn: configure, build, ctest; stops at the first failure
+#   make test    format-check, then release, asan, tsan in turn: configure, build, ctest; stops at
+#                the first failure
+#   make tidy    clang-tidy (the repo's .clang-tidy) on the library and modules; warnings fail
+#   make build-debug  configure + build the debug preset (gcc -O0, libstdc++ assertions)
 #   make demo    build release, then `fusebox sim default`, `fusebox compare` (the five presets)
 #                and seed 000's story through two gateways (apps/gateway/demo.sh)
 #   make bench   build release and run the benchmarks
@@ -14,7 +17,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
 DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev \
-                libbenchmark-dev make git libcli11-dev nlohmann-json3-dev libyaml-cpp-dev chromium \
+                libbenchmark-dev make git clang-format clang-tidy libcli11-dev nlohmann-json3-dev libyaml-cpp-dev chromium \
                 libspdlog-dev prometheus libhiredis-dev redis-server libboost-dev wrk nginx-light
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
@@ -27,7 +30,8 @@ TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
 CLANG_FORMAT ?= clang-format
 
-.PHONY: deps build test test-release test-asan test-tsan demo bench format format-check clean
+.PHONY: deps build build-debug test test-release test-asan test-tsan demo bench format format-check \
+        tidy clean
 
 deps:
 	@missing=""; \
@@ -48,6 +52,7 @@ build: deps
 
 # Each preset: configure, build, ctest. Run one by one so that the first failure stops make.
 test: deps
+	$(MAKE) --no-print-directory format-check
 	$(MAKE) --no-print-directory test-release
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory test-tsan
@@ -87,6 +92,21 @@ format:
 format-check:
 	git ls-files -z --cached --others --exclude-standard -- '*.h' '*.cc' \
 	  | xargs -0 -r $(CLANG_FORMAT) --dry-run --Werror
+
+# The library and the modules, not tests, apps, benchmarks or fuzzers, against the release
+# preset's compile_commands.json (configured, not built: nothing here needs generated files).
+# One file per clang-tidy process, $(JOBS) at a time.
+CLANG_TIDY ?= clang-tidy
+TIDY_SOURCES = $(shell git ls-files -- 'src/*.cc' 'modules/*/src/*.cc' \
+                 | grep -v -e '_test\.cc$$' -e '_test_fixture\.cc$$' -e '_main\.cc$$')
+tidy:
+	cmake --preset release >/dev/null
+	printf '%s\n' $(TIDY_SOURCES) \
+	  | xargs -r -P $(JOBS) -n 1 $(CLANG_TIDY) -p build/release --quiet --warnings-as-errors='*'
+
+build-debug: deps
+	cmake --preset debug
+	cmake --build --preset debug -j $(JOBS)
 
 clean:
 	rm -rf build

@@ -25,6 +25,10 @@
 #include "fusebox/status.h"
 #include "fusebox/testing/manual_clock.h"
 
+// Over 1,000 lines on purpose: one suite of ~100 tests that reads as the
+// breaker's specification, section by section (CLOSED -> OPEN, TIME_BASED,
+// OPEN, HALF_OPEN, timers, hints, operators, listeners, Call(), Validate(),
+// metrics, late outcomes), all on the helpers above.
 namespace fusebox {
 namespace {
 

@@ -174,24 +174,24 @@ void InProcessSharedState::Release(std::string_view circuit, std::string_view to
 }
 
 void InProcessSharedState::PublishOverride(std::string_view circuit,
-                                           const SharedOverride& override_) {
+                                           const SharedOverride& setting) {
   Listeners notify;
   {
     internal::MutexLock lock(&mu_);
     if (RefusedLocked()) return;
     const TimePoint now = clock_.Now();
     Circuit& c = CircuitLocked(circuit);
-    if (override_.kind == SharedOverride::Kind::kLifted) {
+    if (setting.kind == SharedOverride::Kind::kLifted) {
       c.override_.reset();
     } else {
-      c.override_ = override_;
-      c.override_until = override_.expires_after > Duration::zero() ? now + override_.expires_after
-                                                                    : TimePoint::max();
+      c.override_ = setting;
+      c.override_until =
+          setting.expires_after > Duration::zero() ? now + setting.expires_after : TimePoint::max();
     }
     ++counters_.overrides;
     notify = ListenersLocked(circuit);
   }
-  for (const auto& l : notify) l->OnSharedOverride(override_);
+  for (const auto& l : notify) l->OnSharedOverride(setting);
 }
 
 void InProcessSharedState::SetAvailable(bool available) {

@@ -465,10 +465,8 @@ std::array<LineShape, 3> KindShapes(const Writer& w, std::string_view name) {
           w.Shape(name, RawLabelText("kind", kKinds[2]))};
 }
 
-void WriteBreakers(Writer& w, const std::vector<Group>& groups, bool extensions, bool aggregated) {
-  if (groups.empty()) return;
-
-  // --- Resilience4j's Micrometer families (TaggedCircuitBreakerMetrics). ---
+// Resilience4j's Micrometer families (TaggedCircuitBreakerMetrics).
+void WriteResilience4jFamilies(Writer& w, const std::vector<Group>& groups) {
   w.Header("circuitbreaker_state", "gauge", "The states of the circuit breaker");
   std::array<LineShape, std::size(kAllStates)> state;
   for (std::size_t i = 0; i < state.size(); ++i) {
@@ -529,10 +527,12 @@ void WriteBreakers(Writer& w, const std::vector<Group>& groups, bool extensions,
            "calls");
   const LineShape slow_call_rate = w.Shape("circuitbreaker_slow_call_rate");
   for (const Group& g : groups) w.Line(slow_call_rate, g, g.slow_call_rate());
+}
 
-  if (!extensions) return;
-
-  // --- fusebox's own. ---
+// fusebox's own families.
+void WriteFuseboxFamilies(Writer& w, const std::vector<Group>& groups, bool aggregated) {
+  const std::string failed = RawLabelText("kind", "failed");
+  const std::string successful = RawLabelText("kind", "successful");
   w.Header("circuitbreaker_state_code", "gauge",
            "The state as a number: closed=0, half_open=1, open=2, disabled=3, metrics_only=4, "
            "forced_open=5, forced_closed=6 (aggregated series: the highest member's)");
@@ -588,16 +588,22 @@ void WriteBreakers(Writer& w, const std::vector<Group>& groups, bool extensions,
   }
 }
 
+void WriteBreakers(Writer& w, const std::vector<Group>& groups, bool extensions, bool aggregated) {
+  if (groups.empty()) return;
+  WriteResilience4jFamilies(w, groups);
+  if (extensions) WriteFuseboxFamilies(w, groups, aggregated);
+}
+
 void WriteRegistry(Writer& w, const RegistrySample& r) {
   w.Header("circuitbreaker_registry_size", "gauge", "Circuit breakers held by the registry");
   w.Unlabelled("circuitbreaker_registry_size", static_cast<std::uint64_t>(r.breakers));
   w.Header("circuitbreaker_registry_events_total", "counter",
            "Registry events: breakers created, evicted (idle, lru), removed, capacity exceeded");
-  constexpr RegistryEvent::Kind kinds[] = {
+  constexpr RegistryEvent::Kind kRegistryEventKinds[] = {
       RegistryEvent::Kind::kCreated, RegistryEvent::Kind::kEvictedIdle,
       RegistryEvent::Kind::kEvictedLru, RegistryEvent::Kind::kRemoved,
       RegistryEvent::Kind::kCapacityExceeded};
-  for (RegistryEvent::Kind k : kinds) {
+  for (RegistryEvent::Kind k : kRegistryEventKinds) {
     w.Open("circuitbreaker_registry_events_total");
     w.RawLabel("kind", RegistryEventKindName(k), true);
     w.Close(r.events[static_cast<int>(k)]);

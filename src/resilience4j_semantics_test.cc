@@ -30,6 +30,8 @@
 #include "fusebox/status.h"
 #include "fusebox/testing/manual_clock.h"
 
+// Over 1,000 lines on purpose: one test group per point of docs/semantics.md,
+// in the document's order, so that the two are read side by side.
 namespace fusebox {
 namespace {
 

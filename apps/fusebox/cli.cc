@@ -288,6 +288,191 @@ int RunCompare(const std::string& trace_path, const std::string& scenario_spec,
   return 0;
 }
 
+// One subcommand of `fusebox`: the CLI11 subcommand that holds its options,
+// and what runs once they are parsed (the options live in the closure).
+struct Command {
+  CLI::App* cli = nullptr;
+  std::function<int(std::istream& in, std::ostream& out, std::ostream& err)> run;
+};
+
+Command AddSim(CLI::App& app) {
+  struct Flags {
+    ScenarioFlags scenario;
+    std::string lang = "en", format = "text", html_path;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* sim = app.add_subcommand(
+      "sim",
+      "Simulate seed 004's order -> payment story (a preset or a custom scenario), narrated");
+  std::string preset_help = "Preset:";
+  for (std::string_view name : PresetNames()) preset_help += " " + std::string(name);
+  sim->add_option("preset", f->scenario.preset, preset_help + " (default: default)");
+  sim->add_option("-s,--scenario", f->scenario.file, "A YAML scenario file");
+  f->scenario.Register(*sim);
+  sim->add_option("--lang", f->lang, "Narration language: en or ko")
+      ->check(CLI::IsMember({"en", "ko"}));
+  sim->add_option("--format", f->format, "text (narration) or json (one line per call)")
+      ->check(CLI::IsMember({"text", "json"}));
+  sim->add_option("--html", f->html_path,
+                  "Also write a self-contained HTML page with the timeline");
+  return {sim, [f](std::istream&, std::ostream& out, std::ostream& err) {
+            return RunSim(f->scenario, f->lang, f->format, f->html_path, out, err);
+          }};
+}
+
+Command AddReplay(CLI::App& app) {
+  auto trace_path = std::make_shared<std::string>();
+  CLI::App* replay = app.add_subcommand(
+      "replay", "Replay a JSON-lines trace of calls through a breaker, one decision per event");
+  replay->add_option("trace", *trace_path, "The trace file; stdin when absent or -");
+  return {replay, [trace_path](std::istream& in, std::ostream& out, std::ostream& err) {
+            return RunReplay(*trace_path, in, out, err);
+          }};
+}
+
+Command AddCompare(CLI::App& app) {
+  struct Flags {
+    std::string trace, scenario, format = "text";
+    std::vector<std::string> configs;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* compare = app.add_subcommand(
+      "compare", "Run one trace or scenario through several configurations, side by side");
+  compare->add_option("-t,--trace", f->trace, "A JSON-lines trace (- for stdin)");
+  compare->add_option("-s,--scenario", f->scenario,
+                      "A preset name or a YAML scenario file (default: default)");
+  compare->add_option("-c,--config", f->configs,
+                      "A configuration: a preset name, a .yaml file, or [label:]name=value[,...] "
+                      "over the input's own; repeatable (default: the five presets)");
+  compare->add_option("--format", f->format, "text (a table) or json (one line per config)")
+      ->check(CLI::IsMember({"text", "json"}));
+  return {compare, [f](std::istream& in, std::ostream& out, std::ostream& err) {
+            return RunCompare(f->trace, f->scenario, f->configs, f->format, in, out, err);
+          }};
+}
+
+#ifdef FUSEBOX_APP_WITH_META
+Command AddClassify(CLI::App& app) {
+  struct Flags {
+    std::string provider, path;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* classify = app.add_subcommand(
+      "classify",
+      "Classify provider responses (one JSON object per line: status, headers, body) as "
+      "rate-limit, transient, authorization or invalid, with the deciding rule");
+  classify->add_option("--provider", f->provider, "The provider's rules: meta")
+      ->required()
+      ->check(CLI::IsMember({"meta"}));
+  classify->add_option("responses", f->path, "The JSON-lines file; stdin when absent or -");
+  return {classify, [f](std::istream& in, std::ostream& out, std::ostream& err) {
+            return RunClassify(f->path, in, out, err);
+          }};
+}
+#endif
+
+#ifdef FUSEBOX_APP_WITH_YAML
+// `fusebox config check`: the command is `config`'s only subcommand.
+Command AddConfigCheck(CLI::App& app) {
+  struct Flags {
+    std::string path;
+    bool no_env = false;
+    std::vector<std::string> profiles;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* config_cmd =
+      app.add_subcommand("config", "Configuration files (Resilience4j's YAML layout)");
+  config_cmd->require_subcommand(1);
+  CLI::App* check = config_cmd->add_subcommand(
+      "check",
+      "Validate a YAML configuration file and print every template and instance resolved, or "
+      "every error (exit 1), like nginx -t");
+  check->add_option("file", f->path, "The YAML file (application.yml)")->required();
+  check->add_flag("--no-env", f->no_env,
+                  "Ignore FUSEBOX_*, RESILIENCE4J_* and SPRING_PROFILES_ACTIVE (default: "
+                  "apply them)");
+  check
+      ->add_option("--profile,--profiles", f->profiles,
+                   "Active Spring profiles (comma-separated or repeated) selecting the documents "
+                   "that spring.config.activate.on-profile conditions (default: "
+                   "SPRING_PROFILES_ACTIVE, else the file's spring.profiles.active, else default)")
+      ->delimiter(',');
+  return {check, [f](std::istream&, std::ostream& out, std::ostream& err) {
+            return RunConfigCheck(f->path,
+                                  f->no_env ? yaml::Environment{} : yaml::FuseboxEnvironment(), out,
+                                  err, f->profiles);
+          }};
+}
+#endif
+
+#ifdef FUSEBOX_APP_WITH_GATEWAY
+Command AddFakeUpstream(CLI::App& app) {
+  struct Flags {
+    std::string listen = "127.0.0.1:0", script;
+    int threads = 1;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* fake_upstream = app.add_subcommand(
+      "fake-upstream",
+      "A scriptable stand-in for an upstream API (Meta's Graph API): routes answering a "
+      "programmed sequence of responses, for the gateway's demo and tests (docs/gateway.md)");
+  fake_upstream->add_option("--listen", f->listen, "HOST:PORT (port 0: any free port)");
+  fake_upstream->add_option("--script", f->script,
+                            "A YAML route script (apps/gateway/testdata/*.yaml)");
+  fake_upstream->add_option("--threads", f->threads, "Event-loop threads (default 1)")
+      ->check(CLI::Range(1, 64));
+  return {fake_upstream, [f](std::istream&, std::ostream& out, std::ostream& err) {
+            return gateway::RunFakeUpstream(f->listen, f->script, f->threads, out, err);
+          }};
+}
+
+Command AddGateway(CLI::App& app) {
+  struct Flags {
+    std::string config, redis, listen;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* gateway_cmd = app.add_subcommand(
+      "gateway",
+      "Serve seed 000's flow (snapshot cache -> quota and transient circuits -> upstream) in "
+      "front of an upstream HTTP API, until SIGTERM (docs/gateway.md)");
+  gateway_cmd->add_option("--config", f->config, "The gateway.yaml file")->required();
+  gateway_cmd->add_option("--redis", f->redis,
+                          "redis://[[user]:password@]host[:port][/db]: share circuits and "
+                          "snapshots across instances (overrides the file's redis:)");
+  gateway_cmd->add_option("--listen", f->listen, "HOST:PORT (overrides the file's listen:)");
+  return {gateway_cmd, [f](std::istream&, std::ostream& out, std::ostream& err) {
+            return gateway::RunGateway(f->config, f->redis, f->listen, out, err);
+          }};
+}
+
+Command AddGatewayDemo(CLI::App& app) {
+  struct Flags {
+    gateway::GatewayDemoOptions options;
+    std::vector<std::string> gateways;
+    std::string token_env;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* gateway_demo = app.add_subcommand(
+      "gateway-demo",
+      "The client of `make demo`: walks seed 000's sequence diagram against two running "
+      "gateways and a fake upstream (apps/gateway/demo.sh starts them)");
+  gateway_demo->add_option("--upstream", f->options.upstream, "The fake upstream's HOST:PORT")
+      ->required();
+  gateway_demo->add_option("--gateway", f->gateways, "A gateway's HOST:PORT; give two")
+      ->required()
+      ->expected(2);
+  gateway_demo->add_option("--admin-token-env", f->token_env,
+                           "Name of the variable holding the admin token (to show circuit states)");
+  return {gateway_demo, [f](std::istream&, std::ostream& out, std::ostream& err) {
+            f->options.gateway_a = f->gateways[0];
+            f->options.gateway_b = f->gateways[1];
+            const char* token = f->token_env.empty() ? nullptr : std::getenv(f->token_env.c_str());
+            if (token != nullptr) f->options.admin_token = token;
+            return gateway::RunGatewayDemo(f->options, out, err);
+          }};
+}
+#endif
+
 }  // namespace
 
 int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
@@ -298,114 +483,21 @@ int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostr
   app.name("fusebox");
   app.set_version_flag("--version", FUSEBOX_VERSION);
   app.require_subcommand(1);
-
-  ScenarioFlags sim_flags;
-  std::string lang = "en", sim_format = "text", html_path;
-  CLI::App* sim = app.add_subcommand(
-      "sim",
-      "Simulate seed 004's order -> payment story (a preset or a custom scenario), narrated");
-  std::string preset_help = "Preset:";
-  for (std::string_view name : PresetNames()) preset_help += " " + std::string(name);
-  sim->add_option("preset", sim_flags.preset, preset_help + " (default: default)");
-  sim->add_option("-s,--scenario", sim_flags.file, "A YAML scenario file");
-  sim_flags.Register(*sim);
-  sim->add_option("--lang", lang, "Narration language: en or ko")
-      ->check(CLI::IsMember({"en", "ko"}));
-  sim->add_option("--format", sim_format, "text (narration) or json (one line per call)")
-      ->check(CLI::IsMember({"text", "json"}));
-  sim->add_option("--html", html_path, "Also write a self-contained HTML page with the timeline");
-
-  std::string trace_path;
-  CLI::App* replay = app.add_subcommand(
-      "replay", "Replay a JSON-lines trace of calls through a breaker, one decision per event");
-  replay->add_option("trace", trace_path, "The trace file; stdin when absent or -");
-
-  std::string compare_trace, compare_scenario, compare_format = "text";
-  std::vector<std::string> compare_configs;
-  CLI::App* compare = app.add_subcommand(
-      "compare", "Run one trace or scenario through several configurations, side by side");
-  compare->add_option("-t,--trace", compare_trace, "A JSON-lines trace (- for stdin)");
-  compare->add_option("-s,--scenario", compare_scenario,
-                      "A preset name or a YAML scenario file (default: default)");
-  compare->add_option("-c,--config", compare_configs,
-                      "A configuration: a preset name, a .yaml file, or [label:]name=value[,...] "
-                      "over the input's own; repeatable (default: the five presets)");
-  compare->add_option("--format", compare_format, "text (a table) or json (one line per config)")
-      ->check(CLI::IsMember({"text", "json"}));
-
+  // In the order `fusebox --help` lists them.
+  std::vector<Command> commands;
+  commands.push_back(AddSim(app));
+  commands.push_back(AddReplay(app));
+  commands.push_back(AddCompare(app));
 #ifdef FUSEBOX_APP_WITH_META
-  std::string classify_provider, classify_path;
-  CLI::App* classify = app.add_subcommand(
-      "classify",
-      "Classify provider responses (one JSON object per line: status, headers, body) as "
-      "rate-limit, transient, authorization or invalid, with the deciding rule");
-  classify->add_option("--provider", classify_provider, "The provider's rules: meta")
-      ->required()
-      ->check(CLI::IsMember({"meta"}));
-  classify->add_option("responses", classify_path, "The JSON-lines file; stdin when absent or -");
+  commands.push_back(AddClassify(app));
 #endif
-
 #ifdef FUSEBOX_APP_WITH_YAML
-  std::string check_path;
-  bool check_no_env = false;
-  CLI::App* config_cmd =
-      app.add_subcommand("config", "Configuration files (Resilience4j's YAML layout)");
-  config_cmd->require_subcommand(1);
-  CLI::App* config_check = config_cmd->add_subcommand(
-      "check",
-      "Validate a YAML configuration file and print every template and instance resolved, or "
-      "every error (exit 1), like nginx -t");
-  config_check->add_option("file", check_path, "The YAML file (application.yml)")->required();
-  config_check->add_flag("--no-env", check_no_env,
-                         "Ignore FUSEBOX_*, RESILIENCE4J_* and SPRING_PROFILES_ACTIVE (default: "
-                         "apply them)");
-  std::vector<std::string> check_profiles;
-  config_check
-      ->add_option("--profile,--profiles", check_profiles,
-                   "Active Spring profiles (comma-separated or repeated) selecting the documents "
-                   "that spring.config.activate.on-profile conditions (default: "
-                   "SPRING_PROFILES_ACTIVE, else the file's spring.profiles.active, else default)")
-      ->delimiter(',');
+  commands.push_back(AddConfigCheck(app));
 #endif
-
 #ifdef FUSEBOX_APP_WITH_GATEWAY
-  std::string fake_listen = "127.0.0.1:0", fake_script;
-  int fake_threads = 1;
-  CLI::App* fake_upstream = app.add_subcommand(
-      "fake-upstream",
-      "A scriptable stand-in for an upstream API (Meta's Graph API): routes answering a "
-      "programmed sequence of responses, for the gateway's demo and tests (docs/gateway.md)");
-  fake_upstream->add_option("--listen", fake_listen, "HOST:PORT (port 0: any free port)");
-  fake_upstream->add_option("--script", fake_script,
-                            "A YAML route script (apps/gateway/testdata/*.yaml)");
-  fake_upstream->add_option("--threads", fake_threads, "Event-loop threads (default 1)")
-      ->check(CLI::Range(1, 64));
-
-  std::string gateway_config, gateway_redis, gateway_listen;
-  CLI::App* gateway_cmd = app.add_subcommand(
-      "gateway",
-      "Serve seed 000's flow (snapshot cache -> quota and transient circuits -> upstream) in "
-      "front of an upstream HTTP API, until SIGTERM (docs/gateway.md)");
-  gateway_cmd->add_option("--config", gateway_config, "The gateway.yaml file")->required();
-  gateway_cmd->add_option("--redis", gateway_redis,
-                          "redis://[[user]:password@]host[:port][/db]: share circuits and "
-                          "snapshots across instances (overrides the file's redis:)");
-  gateway_cmd->add_option("--listen", gateway_listen, "HOST:PORT (overrides the file's listen:)");
-
-  gateway::GatewayDemoOptions demo_options;
-  std::vector<std::string> demo_gateways;
-  std::string demo_token_env;
-  CLI::App* gateway_demo = app.add_subcommand(
-      "gateway-demo",
-      "The client of `make demo`: walks seed 000's sequence diagram against two running "
-      "gateways and a fake upstream (apps/gateway/demo.sh starts them)");
-  gateway_demo->add_option("--upstream", demo_options.upstream, "The fake upstream's HOST:PORT")
-      ->required();
-  gateway_demo->add_option("--gateway", demo_gateways, "A gateway's HOST:PORT; give two")
-      ->required()
-      ->expected(2);
-  gateway_demo->add_option("--admin-token-env", demo_token_env,
-                           "Name of the variable holding the admin token (to show circuit states)");
+  commands.push_back(AddFakeUpstream(app));
+  commands.push_back(AddGateway(app));
+  commands.push_back(AddGatewayDemo(app));
 #endif
 
   std::vector<const char*> argv;
@@ -415,38 +507,8 @@ int RunFusebox(const std::vector<std::string>& args, std::istream& in, std::ostr
   } catch (const CLI::ParseError& e) {
     return app.exit(e, out, err);
   }
-  if (sim->parsed()) return RunSim(sim_flags, lang, sim_format, html_path, out, err);
-  if (replay->parsed()) return RunReplay(trace_path, in, out, err);
-#ifdef FUSEBOX_APP_WITH_META
-  if (classify->parsed()) return RunClassify(classify_path, in, out, err);
-#endif
-#ifdef FUSEBOX_APP_WITH_YAML
-  if (config_check->parsed()) {
-    return RunConfigCheck(check_path,
-                          check_no_env ? yaml::Environment{} : yaml::FuseboxEnvironment(), out, err,
-                          check_profiles);
-  }
-#endif
-#ifdef FUSEBOX_APP_WITH_GATEWAY
-  if (fake_upstream->parsed()) {
-    return gateway::RunFakeUpstream(fake_listen, fake_script, fake_threads, out, err);
-  }
-  if (gateway_cmd->parsed()) {
-    return gateway::RunGateway(gateway_config, gateway_redis, gateway_listen, out, err);
-  }
-  if (gateway_demo->parsed()) {
-    demo_options.gateway_a = demo_gateways[0];
-    demo_options.gateway_b = demo_gateways[1];
-    if (const char* token =
-            demo_token_env.empty() ? nullptr : std::getenv(demo_token_env.c_str())) {
-      demo_options.admin_token = token;
-    }
-    return gateway::RunGatewayDemo(demo_options, out, err);
-  }
-#endif
-  if (compare->parsed()) {
-    return RunCompare(compare_trace, compare_scenario, compare_configs, compare_format, in, out,
-                      err);
+  for (const Command& c : commands) {
+    if (c.cli->parsed()) return c.run(in, out, err);
   }
   return 1;
 }

@@ -734,7 +734,7 @@ HttpResponse Handler::HandleAdmin(const HttpRequest& request, std::string_view p
     if (std::count(key.begin(), key.end(), ':') < 3) {
       return ErrorResponse(404, "NOT_FOUND", "not a circuit key provider:<p>:<workload>:<subject>");
     }
-    meta::internal::ProviderCircuits c = meta::internal::GetProviderCircuits(*deps_.registry, key);
+    meta::ProviderCircuits c = meta::GetProviderCircuits(*deps_.registry, key);
     if (only != "quota") targets.push_back(std::move(c.transient));
     if (only != "transient") targets.push_back(std::move(c.quota));
   } else {

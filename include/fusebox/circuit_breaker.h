@@ -32,6 +32,22 @@
 // never exceptions. Exceptions thrown by a callable given to Call() are
 // classified, recorded, and propagate unchanged.
 //
+// Blocking: without a shared state, TryAcquire(), TryReject() and recording
+// an outcome never block on I/O, and wait for another thread only for a
+// critical section of a few dozen nanoseconds (a spin lock), plus whatever
+// the code you supply does: listeners run on the thread that caused the
+// event, after the lock; wait_interval_function runs under it. With a shared
+// state (config.shared_state), TryAcquire() may ask the store, and so block
+// for at most the store's own timeout: the first call of a new breaker and
+// the first after the store reconnected re-read the fleet's view
+// (SharedState::Read()), and the call that ends an OPEN asks for the fleet's
+// probe lease (SharedState::AcquireProbe()). One call per breaker asks at a
+// time; the others meanwhile wait for that Read() answer, or are rejected as
+// OPEN while the lease is asked for. TryReject() never asks the store; what
+// a transition tells the store is sent without waiting (SharedState::Trip()
+// and friends do not block). The destructor waits for a timer callback or a
+// store delivery that is running.
+//
 // Cost: in CLOSED, TryAcquire() plus Success() is two atomic loads and no
 // write when the window holds no failure and no slow call (see
 // docs/performance.md); an OPEN rejection reads the coarse clock once and
@@ -55,6 +71,7 @@
 
 #include "fusebox/backoff.h"
 #include "fusebox/clock.h"
+#include "fusebox/internal/circuit_breaker_word.h"
 #include "fusebox/result.h"
 #include "fusebox/shared_state.h"
 #include "fusebox/status.h"
@@ -63,6 +80,9 @@ namespace fusebox {
 
 class CircuitBreaker;
 class Registry;
+namespace internal {
+class RelaxedOutcomeLog;
+}  // namespace internal
 
 enum class State : std::uint8_t {
   kClosed = 0,
@@ -410,59 +430,6 @@ struct OverrideInfo {
 };
 
 namespace internal {
-// Bits of CircuitBreaker's state word. Private; here because the inline fast
-// paths below read them.
-inline constexpr std::uint64_t kStateMask = 0xF;
-// A non-slow success of the current epoch changes nothing (COUNT_BASED window
-// full and holding no failure or slow call; no outcome listener): no write.
-inline constexpr std::uint64_t kFastSuccessBit = 1u << 4;
-// A non-slow success may be counted in the striped success counters
-// (TIME_BASED window holding no failure or slow call; no outcome listener).
-inline constexpr std::uint64_t kStripedSuccessBit = 1u << 5;
-// The current metrics are the half-open probe window's.
-inline constexpr std::uint64_t kProbeMetricsBit = 1u << 6;
-// Rejections must be reported to listeners.
-inline constexpr std::uint64_t kRejectionListenersBit = 1u << 7;
-// A non-slow success of the current epoch only needs counting, not ordering:
-// COUNT_BASED window full but holding failures or slow calls, no listener. A
-// success into a full window can never trip it, and successes applied in a
-// batch just before the next locked operation (which applies them first) give
-// exactly the ring that applying them one by one gives.
-inline constexpr std::uint64_t kDeferSuccessBit = 1u << 8;
-// The shared state may know something this breaker does not (it was just
-// created, or the store reconnected): the next call re-reads it first. In the
-// CLOSED test of TryAcquire() it costs nothing: the same one-instruction mask.
-inline constexpr std::uint64_t kSharedStaleBit = 1u << 9;
-// A listener wants every outcome, in order: successes take the locked path.
-inline constexpr std::uint64_t kOutcomeListenersBit = 1u << 10;
-// OutcomeOrder::kRelaxed: a non-slow failure of the current epoch may be
-// counted in the thread's own slot, within the allowance the lock holder
-// granted that slot (set only together with kDeferSuccessBit).
-inline constexpr std::uint64_t kDeferFailureBit = 1u << 11;
-
-// Writer slots of CircuitBreaker's per-thread counters: up to
-// kOwnedWriterSlots threads at a time each own one slot index (the same in
-// every breaker) and update it with plain loads and stores; further threads
-// share the last slot with atomic read-modify-writes. See circuit_breaker.cc.
-inline constexpr int kOwnedWriterSlots = 8;
-inline constexpr int kSharedWriterSlot = kOwnedWriterSlots;
-// This thread's slot, -1 until claimed. Constant-initialized, so reading it
-// is a plain TLS load with no initialization guard.
-inline thread_local int t_writer_slot = -1;
-int ClaimWriterSlot() noexcept;
-inline int WriterSlot() noexcept {
-  const int slot = t_writer_slot;
-  return slot >= 0 ? slot : ClaimWriterSlot();
-}
-// Adds `n` to a counter of slot `slot`: a plain add for an owned slot.
-inline void AddToSlot(std::atomic<std::uint64_t>& counter, int slot, std::uint64_t n) noexcept {
-  if (slot != kSharedWriterSlot) {
-    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-  } else {
-    counter.fetch_add(n, std::memory_order_relaxed);
-  }
-}
-inline constexpr int kEpochShift = 32;
 
 template <typename R>
 struct CallReturn {
@@ -544,7 +511,10 @@ class CircuitBreaker {
 
   // Asks to make one call. Returns a Permit, or a Status kCircuitOpen whose
   // reason() is "open", "forced_open" or "half_open_full" and whose retry_at()
-  // is when OPEN ends (if it is known). Never blocks, never allocates.
+  // is when OPEN ends (if it is known). Never allocates. Without a shared
+  // state it never blocks; with one it may wait for the store, for at most
+  // the store's timeout, on a new breaker's first call, after a reconnect,
+  // and on the call that ends OPEN (see "Blocking" at the top of this file).
   Result<Permit> TryAcquire() noexcept;
 
   // A rejection without asking for a permit: when a call made now would be
@@ -614,6 +584,11 @@ class CircuitBreaker {
   // failure and no slow call in its window and no override in force.
   bool IsQuiescent() const;
 
+  // ---- Implementation details follow; nothing below is part of the API. ----
+  // The state word's bits and the per-thread writer slots are in
+  // fusebox/internal/circuit_breaker_word.h; the private Core, and where each
+  // concern lives, in src/circuit_breaker_core.h.
+
  private:
   struct Core;
   friend class Permit;
@@ -628,18 +603,21 @@ class CircuitBreaker {
     return static_cast<std::uint32_t>(word >> internal::kEpochShift);
   }
 
-  Result<Permit> TryAcquireSlow(std::uint64_t word) noexcept;
+  // The general paths (out of line) behind the inline fast paths below: every
+  // state but a clean CLOSED for admission, and every outcome that needs the
+  // lock for recording. "General", not "slow": a slow call is the domain's.
+  Result<Permit> TryAcquireGeneral(std::uint64_t word) noexcept;
   Result<Permit> AcquireSharedProbe(std::uint64_t word) noexcept;
   Status RejectOpen(std::uint64_t word, Duration::rep deadline) noexcept;
   void RecordSuccess(std::uint32_t epoch, bool half_open_slot, Duration d) noexcept;
-  void RecordSlow(std::uint32_t epoch, bool half_open_slot, const Outcome& outcome) noexcept;
+  void RecordGeneral(std::uint32_t epoch, bool half_open_slot, const Outcome& outcome) noexcept;
   void ReleasePermit(std::uint32_t epoch, bool half_open_slot) noexcept;
-  bool StripeSuccess(std::uint64_t word) noexcept;
+  bool StripeSuccess() noexcept;
   bool RecordClosedSuccess(std::uint64_t word) noexcept;
   void CountOutcome(OutcomeKind kind, Duration d) noexcept;
   void DeferSuccess() noexcept;
   bool DeferFailure(std::uint32_t epoch, Duration d) noexcept;
-  bool DeferFailureSlow(std::uint64_t word) noexcept;
+  bool DeferFailureToLog(std::uint64_t word) noexcept;
   TimePoint CallStart() const noexcept;
   Duration CallElapsed(TimePoint start) const noexcept;
   Outcome ClassifyException(const std::exception_ptr& e) const noexcept;
@@ -647,7 +625,7 @@ class CircuitBreaker {
   // --- Read on every call; written only on transitions. ---
   // State (bits 0-3), flags (internal::k*Bit), state epoch (bits 32-63).
   // Written with release under Core::mu, read with acquire (or relaxed where
-  // only the bits themselves matter); see circuit_breaker.cc.
+  // only the bits themselves matter); see src/circuit_breaker_core.h.
   alignas(64) std::atomic<std::uint64_t> word_;
   // OPEN: the end of the wait (strict: a call is admitted only after it).
   // FORCED_*/DISABLED/METRICS_ONLY with an expiry: when it reverts.
@@ -679,16 +657,16 @@ class CircuitBreaker {
   };
   const std::unique_ptr<SlotCounters[]> counters_;
   // OutcomeOrder::kRelaxed only: each owned slot's deferred failures, on
-  // lines of their own (see circuit_breaker.cc). Null otherwise.
-  struct FailureLog;
-  const std::unique_ptr<FailureLog[]> failure_logs_;
+  // lines of their own (src/relaxed_outcome_log.h). Null otherwise.
+  const std::unique_ptr<internal::RelaxedOutcomeLog> relaxed_log_;
 
   // Everything else: the windows, half-open bookkeeping, listeners, timers.
   const std::unique_ptr<Core> core_;
 };
 
 // ---------------------------------------------------------------------------
-// Inline fast paths. Kept here so that a CLOSED call costs no function call.
+// Implementation details follow: the inline fast paths, kept here so that a
+// CLOSED call costs no function call.
 
 inline Result<Permit> CircuitBreaker::TryAcquire() noexcept {
   // Acquire pairs with the release store of every transition: a permit issued
@@ -698,7 +676,7 @@ inline Result<Permit> CircuitBreaker::TryAcquire() noexcept {
   if ((word & (internal::kStateMask | internal::kSharedStaleBit)) == 0) [[likely]] {
     return Permit(this, EpochOf(word), /*half_open_slot=*/false);
   }
-  return TryAcquireSlow(word);
+  return TryAcquireGeneral(word);
 }
 
 inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_slot,
@@ -715,7 +693,7 @@ inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_sl
       DeferSuccess();
       return;
     }
-    if ((word & internal::kStripedSuccessBit) && StripeSuccess(word)) return;
+    if ((word & internal::kStripedSuccessBit) && StripeSuccess()) return;
     // CLOSED with failures in the window; listeners want every outcome seen
     // in order, so they keep the general path.
     if (StateOf(word) == State::kClosed && !(word & internal::kOutcomeListenersBit) &&
@@ -723,7 +701,7 @@ inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_sl
       return;
     }
   }
-  RecordSlow(epoch, half_open_slot, Outcome::Success(d));
+  RecordGeneral(epoch, half_open_slot, Outcome::Success(d));
 }
 
 inline void Permit::Success(Duration duration) noexcept {
@@ -742,7 +720,7 @@ inline void Permit::Record(const Outcome& outcome) noexcept {
         b->DeferFailure(epoch_, outcome.duration)) {
       return;
     }
-    b->RecordSlow(epoch_, half_open_slot_, outcome);
+    b->RecordGeneral(epoch_, half_open_slot_, outcome);
   }
 }
 
@@ -751,7 +729,7 @@ inline bool CircuitBreaker::DeferFailure(std::uint32_t epoch, Duration d) noexce
   if (!(word & internal::kDeferFailureBit) || d > slow_threshold_ || EpochOf(word) != epoch) {
     return false;
   }
-  return DeferFailureSlow(word);
+  return DeferFailureToLog(word);
 }
 
 inline void CircuitBreaker::CountOutcome(OutcomeKind kind, Duration d) noexcept {

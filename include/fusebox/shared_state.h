@@ -144,7 +144,7 @@ class SharedStateListener {
   // not know about (Trip() never shortens a longer one).
   virtual void OnSharedResync() = 0;
   // An operator set (or lifted) an override on the circuit somewhere.
-  virtual void OnSharedOverride(const SharedOverride& /*override_*/) {}
+  virtual void OnSharedOverride(const SharedOverride& /*setting*/) {}
   // Read the circuit now (Read()), unless that was done already: a store
   // calls it from its own thread right after Subscribe(), so that a new
   // breaker shows the fleet's state (an override, an OPEN) before its first
@@ -190,9 +190,9 @@ class SharedState {
   // Sets (or, kLifted, clears) the operator override of `circuit` for the
   // fleet and pushes it to every subscriber. Does not block. Default: not
   // shared (a store that keeps no overrides).
-  virtual void PublishOverride(std::string_view circuit, const SharedOverride& override_) {
+  virtual void PublishOverride(std::string_view circuit, const SharedOverride& setting) {
     (void)circuit;
-    (void)override_;
+    (void)setting;
   }
 
   // How the store is doing. Default: healthy, nothing counted.

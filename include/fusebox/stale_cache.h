@@ -113,10 +113,11 @@ class SingleFlight {
   };
 
   void Finish(std::string_view key, const std::shared_ptr<Call>& call,
-              std::optional<Result<T>> result, std::exception_ptr exception) FUSEBOX_EXCLUDES(mu_) {
+              std::optional<Result<T>> result, const std::exception_ptr& exception)
+      FUSEBOX_EXCLUDES(mu_) {
     internal::MutexLock lock(&mu_);
     call->result = std::move(result);
-    call->exception = std::move(exception);
+    call->exception = exception;
     call->done = true;
     calls_.erase(std::string(key));
     cv_.NotifyAll();

@@ -61,8 +61,8 @@ routes:
     config = std::move(*c);
     store = std::move(*MemorySnapshotStore::Create({.clock = &clock, .max_entries = 64}));
     registry = std::move(*Registry::Create({.clock = &clock, .max_breakers = 64}));
-    meta::internal::ProviderCircuits circuits =
-        meta::internal::GetProviderCircuits(*registry, "provider:fuzz:read:fixed");
+    meta::ProviderCircuits circuits =
+        meta::GetProviderCircuits(*registry, "provider:fuzz:read:fixed");
     circuits.transient->ForceOpen({.reason = "fuzz", .actor = "fuzz"});
     circuits.quota->ForceOpen({.reason = "fuzz", .actor = "fuzz"});
     handler = std::make_unique<Handler>(Handler::Deps{.config = &config,

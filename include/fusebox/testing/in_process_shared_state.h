@@ -70,7 +70,7 @@ class InProcessSharedState final : public SharedState {
   ProbeLease AcquireProbe(std::string_view circuit, Duration lease_for) override;
   void Close(std::string_view circuit, std::string_view token) override;
   void Release(std::string_view circuit, std::string_view token) override;
-  void PublishOverride(std::string_view circuit, const SharedOverride& override_) override;
+  void PublishOverride(std::string_view circuit, const SharedOverride& setting) override;
   // healthy while available; leases and contention counted.
   SharedStateHealth health() const override;
 

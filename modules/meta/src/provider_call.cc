@@ -153,13 +153,6 @@ std::shared_ptr<CircuitBreaker> GetOrAddTemplate(Registry& registry, const std::
 
 }  // namespace
 
-ProviderCircuits GetProviderCircuits(Registry& registry, std::string_view key) {
-  return {GetOrAddTemplate(registry, std::string(key) + ":transient", kTransientConfigName,
-                           &TransientCircuitConfig),
-          GetOrAddTemplate(registry, std::string(key) + ":quota", kQuotaConfigName,
-                           &QuotaCircuitConfig)};
-}
-
 ProviderError RejectionError(ConnCode code, const Status& rejection, Clock& clock) {
   ProviderError e;
   e.code = code;
@@ -213,13 +206,20 @@ Outcome QuotaOutcome(const ProviderError* error, Duration elapsed) {
 
 }  // namespace internal
 
+ProviderCircuits GetProviderCircuits(Registry& registry, std::string_view key) {
+  return {internal::GetOrAddTemplate(registry, std::string(key) + ":transient",
+                                     kTransientConfigName, &TransientCircuitConfig),
+          internal::GetOrAddTemplate(registry, std::string(key) + ":quota", kQuotaConfigName,
+                                     &QuotaCircuitConfig)};
+}
+
 std::variant<ProviderCall, ProviderError> ProviderCall::Start(Registry& registry,
                                                               std::string_view key) {
   assert(!key.empty() && "a provider call needs a key (ProviderCircuitKey)");
-  internal::ProviderCircuits circuits = internal::GetProviderCircuits(registry, key);
+  ProviderCircuits circuits = GetProviderCircuits(registry, key);
   Clock& clock = registry.clock();
   if (std::optional<ProviderError> refused = internal::RejectWithoutPermit(circuits, clock)) {
-    return *std::move(refused);
+    return *refused;
   }
   Result<Permit> outer = circuits.transient->TryAcquire();
   if (!outer) {

@@ -89,7 +89,8 @@ redis.call('PUBLISH', ARGV[5], ARGV[6])
 return 1
 )lua";
 
-Status ArgumentError(std::string_view operation, std::string_view circuit, std::string what) {
+Status ArgumentError(std::string_view operation, std::string_view circuit,
+                     const std::string& what) {
   std::string shown(circuit.substr(0, 64));
   return Status::InvalidArgument("redis " + std::string(operation) + " of circuit \"" + shown +
                                  "\": " + what);

@@ -380,10 +380,10 @@ Status Connection::Subscribe(std::span<const std::string> channels) {
 }
 
 Result<std::optional<PubSubMessage>> Connection::ReadMessage(Duration timeout) {
-  constexpr std::string_view op = "read message";
-  if (context_ == nullptr) return BrokenStatus(op);
+  constexpr std::string_view kOp = "read message";
+  if (context_ == nullptr) return BrokenStatus(kOp);
   if (!subscribed_) {
-    return Error(StatusCode::kInvalidArgument, op, "Subscribe() first");
+    return Error(StatusCode::kInvalidArgument, kOp, "Subscribe() first");
   }
   for (;;) {
     if (!queued_.empty()) {
@@ -392,7 +392,7 @@ Result<std::optional<PubSubMessage>> Connection::ReadMessage(Duration timeout) {
       return std::optional<PubSubMessage>(std::move(m));
     }
     void* raw = nullptr;
-    if (redisGetReplyFromReader(context_, &raw) != REDIS_OK) return Break(op, errno);
+    if (redisGetReplyFromReader(context_, &raw) != REDIS_OK) return Break(kOp, errno);
     if (raw != nullptr) {
       // Already buffered: run it through the same checks as a fresh read.
       Reply r = TakeReply(raw);
@@ -402,9 +402,9 @@ Result<std::optional<PubSubMessage>> Connection::ReadMessage(Duration timeout) {
             PubSubMessage{std::move(r.elements[1].str), std::move(r.elements[2].str)});
       }
       const std::string shown = r.ToString();
-      (void)Break(op, 0);
+      (void)Break(kOp, 0);
       broken_reason_ = "read message: unexpected reply in subscriber mode";
-      return Error(StatusCode::kInternal, op, "unexpected reply in subscriber mode: " + shown);
+      return Error(StatusCode::kInternal, kOp, "unexpected reply in subscriber mode: " + shown);
     }
     // Nothing buffered: wait for the socket without reading a clock. poll()
     // takes whole milliseconds; round up so that a short timeout still waits.
@@ -413,10 +413,10 @@ Result<std::optional<PubSubMessage>> Connection::ReadMessage(Duration timeout) {
     pollfd p{.fd = context_->fd, .events = POLLIN, .revents = 0};
     const int n = poll(&p, 1, static_cast<int>(wait_ms));
     if (n == 0 || (n < 0 && errno == EINTR)) return std::optional<PubSubMessage>();
-    if (n < 0) return Break(op, errno);
+    if (n < 0) return Break(kOp, errno);
     // Readable, or hung up (the read below then reports EOF). Reading the
     // rest of a reply that has begun is bounded by the command timeout.
-    Result<Reply> r = GetPush(op);
+    Result<Reply> r = GetPush(kOp);
     if (!r) return std::move(r).error();
     if (PushKind(*r) == "pong" || PushKind(*r) == "subscribe") {
       // Not awaited by anyone (Ping() and Subscribe() read their own):

@@ -9,7 +9,7 @@ constexpr std::uint32_t Rotl(std::uint32_t x, int n) { return (x << n) | (x >> (
 
 void ProcessBlock(std::array<std::uint32_t, 5>& h, const std::uint8_t* block) {
   std::uint32_t w[80];
-  for (int i = 0; i < 16; ++i) {
+  for (std::size_t i = 0; i < 16; ++i) {
     w[i] = (std::uint32_t{block[4 * i]} << 24) | (std::uint32_t{block[4 * i + 1]} << 16) |
            (std::uint32_t{block[4 * i + 2]} << 8) | std::uint32_t{block[4 * i + 3]};
   }
@@ -62,7 +62,7 @@ std::array<std::uint8_t, 20> Sha1(std::string_view data) {
   for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<std::uint8_t>(bits >> (8 * i));
   for (std::size_t i = 0; i < tail_len; i += 64) ProcessBlock(h, tail + i);
   std::array<std::uint8_t, 20> out;
-  for (int i = 0; i < 5; ++i) {
+  for (std::size_t i = 0; i < 5; ++i) {
     out[4 * i] = static_cast<std::uint8_t>(h[i] >> 24);
     out[4 * i + 1] = static_cast<std::uint8_t>(h[i] >> 16);
     out[4 * i + 2] = static_cast<std::uint8_t>(h[i] >> 8);

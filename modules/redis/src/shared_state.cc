@@ -181,9 +181,9 @@ void RedisSharedState::Release(std::string_view circuit, std::string_view token)
   Enqueue(Op{Op::Kind::kRelease, std::string(circuit), Duration::zero(), {}, std::string(token)});
 }
 
-void RedisSharedState::PublishOverride(std::string_view circuit, const SharedOverride& override_) {
+void RedisSharedState::PublishOverride(std::string_view circuit, const SharedOverride& setting) {
   Op op{Op::Kind::kOverride, std::string(circuit), Duration::zero(), {}, {}};
-  op.override_ = override_;
+  op.override_ = setting;
   Enqueue(std::move(op));
 }
 

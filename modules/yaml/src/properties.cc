@@ -406,19 +406,20 @@ constexpr std::array<KeyNote, 6> kIgnored{{
 }  // namespace
 
 const Policy<CircuitBreakerSettings>& CircuitBreakerPolicy() {
-  static const Policy<CircuitBreakerSettings>* const p =
+  static const Policy<CircuitBreakerSettings>* const kPolicy =
       new Policy<CircuitBreakerSettings>(MakeCircuitBreakerPolicy());
-  return *p;
+  return *kPolicy;
 }
 
 const Policy<RetrySettings>& RetryPolicy() {
-  static const Policy<RetrySettings>* const p = new Policy<RetrySettings>(MakeRetryPolicy());
-  return *p;
+  static const Policy<RetrySettings>* const kPolicy = new Policy<RetrySettings>(MakeRetryPolicy());
+  return *kPolicy;
 }
 
 const Policy<BulkheadOptions>& BulkheadPolicy() {
-  static const Policy<BulkheadOptions>* const p = new Policy<BulkheadOptions>(MakeBulkheadPolicy());
-  return *p;
+  static const Policy<BulkheadOptions>* const kPolicy =
+      new Policy<BulkheadOptions>(MakeBulkheadPolicy());
+  return *kPolicy;
 }
 
 const Policy<ThreadPoolBulkheadOptions>& ThreadPoolBulkheadPolicy() {
@@ -428,15 +429,15 @@ const Policy<ThreadPoolBulkheadOptions>& ThreadPoolBulkheadPolicy() {
 }
 
 const Policy<RateLimiterOptions>& RateLimiterPolicy() {
-  static const Policy<RateLimiterOptions>* const p =
+  static const Policy<RateLimiterOptions>* const kPolicy =
       new Policy<RateLimiterOptions>(MakeRateLimiterPolicy());
-  return *p;
+  return *kPolicy;
 }
 
 const Policy<TimeoutOptions>& TimeLimiterPolicy() {
-  static const Policy<TimeoutOptions>* const p =
+  static const Policy<TimeoutOptions>* const kPolicy =
       new Policy<TimeoutOptions>(MakeTimeLimiterPolicy());
-  return *p;
+  return *kPolicy;
 }
 
 std::span<const KeyNote> IgnoredKeys() { return kIgnored; }

@@ -227,6 +227,9 @@ class Builder {
       merged.path = out.path;
       merged.mark = ToMark(m->Mark());
       Convert(*m, merged, depth + 1);
+      // Where the merge key's value is, kept for the errors below (merged is
+      // moved from).
+      const auto merged_mark = merged.mark;
       std::vector<Node> sources;
       if (merged.kind == Node::Kind::kMap) {
         sources.push_back(std::move(merged));
@@ -235,7 +238,7 @@ class Builder {
       }
       for (Node& source : sources) {
         if (source.kind != Node::Kind::kMap) {
-          diags_.Error(merged.mark, out.path, "<< (merge key) must name a map or a list of maps");
+          diags_.Error(merged_mark, out.path, "<< (merge key) must name a map or a list of maps");
           continue;
         }
         for (Node& entry : source.children) {

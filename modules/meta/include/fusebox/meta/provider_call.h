@@ -154,14 +154,20 @@ CircuitBreakerConfig QuotaCircuitConfig();
 // each itself when missing; to change one, add it before the first call.
 Status AddProviderCircuitConfigs(Registry& registry);
 
-namespace internal {
-
+// The two breakers of one provider circuit key: what RunProviderCall and
+// ProviderCall::Start acquire, and what a caller that reports on them (an
+// admin page, a gateway's fail-fast from its event loop) reads.
 struct ProviderCircuits {
   std::shared_ptr<CircuitBreaker> transient;
   std::shared_ptr<CircuitBreaker> quota;
 };
-// The two breakers of `key` (adding the templates when missing).
+// The two breakers of `key` (ProviderCircuitKey), named "<key>:transient" and
+// "<key>:quota" in `registry`, adding the templates (AddProviderCircuitConfigs)
+// when missing. `key` must not be empty.
 ProviderCircuits GetProviderCircuits(Registry& registry, std::string_view key);
+
+namespace internal {
+
 // The error for a rejection by `circuit` (CONN_003 or CONN_008).
 ProviderError RejectionError(ConnCode code, const Status& rejection, Clock& clock);
 // The refusal of a circuit that refuses without a permit (OPEN before its
@@ -212,7 +218,7 @@ class ProviderCall {
   void FinishWithException() &&;
 
  private:
-  ProviderCall(internal::ProviderCircuits circuits, Permit outer, Permit inner, Clock& clock)
+  ProviderCall(ProviderCircuits circuits, Permit outer, Permit inner, Clock& clock)
       : circuits_(std::move(circuits)),
         outer_(std::move(outer)),
         inner_(std::move(inner)),
@@ -220,7 +226,7 @@ class ProviderCall {
         start_(clock.Now()) {}
 
   // Kept alive while the call is pending (a registry may drop them meanwhile).
-  internal::ProviderCircuits circuits_;
+  ProviderCircuits circuits_;
   Permit outer_;  // the transient circuit's
   Permit inner_;  // the quota circuit's
   Clock* clock_;
@@ -236,7 +242,7 @@ template <typename F>
 auto RunProviderCall(Registry& registry, std::string_view key, F&& fn) -> std::invoke_result_t<F&> {
   using R = std::invoke_result_t<F&>;
   std::variant<ProviderCall, ProviderError> started = ProviderCall::Start(registry, key);
-  if (ProviderError* refused = std::get_if<ProviderError>(&started)) return std::move(*refused);
+  if (ProviderError* refused = std::get_if<ProviderError>(&started)) return *refused;
   ProviderCall& call = std::get<ProviderCall>(started);
   try {
     R r = fn();

@@ -118,7 +118,7 @@ std::string FormatOpenEvent(std::string_view circuit, std::int64_t gen, Duration
 std::string FormatClosedEvent(std::string_view circuit);
 // "<C> override <KIND> <px_ms> <hex actor or -> <hex reason or ->": free text
 // travels hex-encoded, so that the event still parses from its end.
-std::string FormatOverrideEvent(std::string_view circuit, const SharedOverride& override_);
+std::string FormatOverrideEvent(std::string_view circuit, const SharedOverride& setting);
 
 // Lower-case hex of `bytes`, or "-" for none; HexDecode reverses it (nullopt
 // for anything else).

@@ -134,7 +134,7 @@ class RedisSharedState final : public SharedState {
   ProbeLease AcquireProbe(std::string_view circuit, Duration lease_for) override;
   void Close(std::string_view circuit, std::string_view token) override;
   void Release(std::string_view circuit, std::string_view token) override;
-  void PublishOverride(std::string_view circuit, const SharedOverride& override_) override;
+  void PublishOverride(std::string_view circuit, const SharedOverride& setting) override;
 
   // True while the subscriber is connected and the store's breaker is closed:
   // the fleet's state is being shared (a gateway's readiness).

@@ -1,0 +1,199 @@
+// OutcomeOrder::kRelaxed, the lock holder's side: how large an allowance may
+// be, and how logged failures enter the window. The protocol itself (its
+// invariants, numbered below as "invariant N", and every memory order) is
+// stated once, in relaxed_outcome_log.h.
+#include <algorithm>
+
+#include "circuit_breaker_core.h"
+
+namespace fusebox {
+
+using cb_internal::kOwnedSlots;
+using cb_internal::kSharedSlot;
+using cb_internal::RatePercent;
+using cb_internal::SecondOf;
+using internal::RelaxedOutcomeLog;
+
+// A fast failure into CLOSED's full COUNT_BASED window: counted in this
+// thread's own slot, within the allowance the last lock holder granted it
+// (GrantLocked()), so that it writes nothing another core reads until the
+// next fold. Without an allowance left it takes the lock (RecordGeneral()),
+// which grants the next one.
+bool CircuitBreaker::DeferFailureToLog(std::uint64_t word) noexcept {
+  const int slot = internal::WriterSlot();
+  if (slot == kSharedSlot) return false;  // Shared by threads: no log.
+  switch (relaxed_log_->Count(slot, counters_[slot].successes, word, word_)) {
+    case RelaxedOutcomeLog::Counted::kNoAllowance:
+      return false;
+    case RelaxedOutcomeLog::Counted::kCounted:
+      return true;
+    case RelaxedOutcomeLog::Counted::kUnsettled:
+      break;
+  }
+  core_->SettleDeferred();
+  return true;
+}
+
+// A thread that counted a failure without the lock and then found the
+// allowance withdrawn makes sure it is in the window and decided on
+// (invariant 4).
+void CircuitBreaker::Core::SettleDeferred() {
+  {
+    internal::SpinMutexLock lock(&mu);
+    const std::int64_t second = SecondOf(cb.clock_.CoarseNow());
+    FoldSlotsLocked(second, /*decide=*/true);
+    Republish(second);
+  }
+  Dispatch();
+}
+
+// Brings in each owned slot's deferred successes and failures in that slot's
+// order (different slots' in slot order: their threads reported them
+// concurrently), then the shared slot's successes. Returns how many failures
+// it applied.
+//
+// Within their allowances deferred failures cannot trip the window
+// (invariant 1). Only after a withdrawal can one reach the threshold (an
+// allowance outgrown, or a failure counted as it was withdrawn); then the fold
+// that applies it must decide there and then, as its own call would have.
+// `decide`: this fold trips the breaker at that failure, and the failures
+// after it go in after the transition. Otherwise it leaves such a failure
+// (and what its thread reported after it) for a deciding fold: the
+// withdrawal's, or its own thread's (SettleDeferred()).
+int CircuitBreaker::Core::FoldSlotsLocked(std::int64_t second, bool decide) {
+  int failures = 0;
+  for (int i = 0; i < kOwnedSlots; ++i) failures += FoldSlotLocked(i, second, decide);
+  const std::uint64_t shared_slot =
+      cb.counters_[kSharedSlot].successes.load(std::memory_order_relaxed);
+  if (shared_slot > successes_applied) {
+    AddDeferredSuccessesLocked(shared_slot - successes_applied);
+    successes_applied = shared_slot;
+  }
+  return failures;
+}
+
+// FoldSlotsLocked() for owned slot `i` alone (invariants 2 and 3).
+int CircuitBreaker::Core::FoldSlotLocked(int i, std::int64_t second, bool decide) {
+  int failures = 0;
+  const RelaxedOutcomeLog::Snapshot snap = log().Read(i, cb.counters_[i].successes);
+  std::uint64_t& done = slot_successes_applied[i];
+  std::uint64_t& next = slot_failures_applied[i];
+  while (next < snap.failures) {
+    const RelaxedOutcomeLog::Failure f = log().Entry(i, next, done);
+    if (f.place > snap.successes) break;
+    AddDeferredSuccessesLocked(f.place - done);
+    done = f.place;
+    // Held: the thread's later successes stay behind its failure.
+    if (hold_deferred_failures) return failures;
+    const std::uint64_t word = cb.word_.load(std::memory_order_relaxed);
+    const bool current =
+        StateOf(word) == State::kClosed && RelaxedOutcomeLog::EpochLow(word) == f.epoch_low;
+    if (current && !decide && ReachesThresholdLocked(second)) return failures;
+    // Counted as applied first: a transition it causes folds again.
+    ++next;
+    ApplyDeferredFailureLocked(second, f.epoch_low);
+    ++failures;
+    if (current && decide) CheckClosedLocked(second, /*failed=*/true);
+  }
+  if (snap.successes > done) {
+    AddDeferredSuccessesLocked(snap.successes - done);
+    done = snap.successes;
+  }
+  return failures;
+}
+
+// Before a fast failure recorded under the lock (its thread's allowance is
+// used up): its own thread's outcomes must go in first; other threads' may go
+// in later, as they would had they reported just after it, unless this
+// failure could trip the window, which then decides with every outcome
+// reported so far. So the common case reads no line another thread writes.
+void CircuitBreaker::Core::FoldForFailureLocked(std::int64_t second) {
+  const int self = internal::t_writer_slot;
+  if (self >= 0 && self < kOwnedSlots) {
+    FoldSlotLocked(self, second, /*decide=*/false);
+    if (!ReachesThresholdLocked(second)) return;
+  }
+  FoldSlotsLocked(second, /*decide=*/false);
+}
+
+// Whether one more failure, replacing a success, would bring CLOSED's full
+// window to the failure-rate threshold.
+bool CircuitBreaker::Core::ReachesThresholdLocked(std::int64_t second) {
+  const internal::WindowTotals& t = closed_window.Totals(second);
+  return RatePercent(t.failed + 1, t.calls) >= cb.config_.failure_rate_threshold;
+}
+
+// A failure counted without the lock, of the state epoch whose low bits are
+// `epoch_low`. Normally CLOSED's current epoch, within an allowance: it cannot
+// trip the window. One that raced a transition is late: kDefault counts it
+// as such; kResilience4j records it into the current metrics, as
+// Resilience4j records an outcome reported after a transition (not into a
+// half-open verdict: it is no probe).
+void CircuitBreaker::Core::ApplyDeferredFailureLocked(std::int64_t second,
+                                                      std::uint64_t epoch_low) {
+  const std::uint64_t word = cb.word_.load(std::memory_order_relaxed);
+  const State state = StateOf(word);
+  if (state == State::kClosed && RelaxedOutcomeLog::EpochLow(word) == epoch_low) {
+    closed_window.Record(second, /*failed=*/true, /*slow=*/false);
+    ++consecutive_failures;
+    return;
+  }
+  if (!cb.resilience4j_) {
+    ++late_outcomes;
+    return;
+  }
+  if (state == State::kClosed || state == State::kMetricsOnly || state == State::kForcedClosed ||
+      state == State::kOpen) {
+    MetricsWindowLocked(word).Record(second, /*failed=*/true, /*slow=*/false);
+  } else {
+    ++late_outcomes;
+  }
+}
+
+// Whether failures may be counted without the lock now, into CLOSED's full
+// COUNT_BASED window with totals `t`; grants the calling thread's slot its
+// share. The allowances outstanding (granted and not yet applied, counted or
+// not) never exceed the failures that could join the window, each replacing
+// a success, without reaching the failure-rate threshold (invariant 1).
+bool CircuitBreaker::Core::GrantLocked(const internal::WindowTotals& t) {
+  constexpr int kEntries = RelaxedOutcomeLog::kEntries;
+  const std::int64_t room = AllowanceLocked(t, std::int64_t{kOwnedSlots} * kEntries);
+  const int self = internal::t_writer_slot;
+  std::int64_t others = 0;
+  std::int64_t mine = 0;
+  for (int i = 0; i < kOwnedSlots; ++i) {
+    const std::uint64_t limit = log().Limit(i);
+    const std::uint64_t applied = slot_failures_applied[i];
+    const std::int64_t out = limit > applied ? static_cast<std::int64_t>(limit - applied) : 0;
+    (i == self ? mine : others) += out;
+  }
+  if (others + mine > room) return false;  // Over-granted: withdraw them all.
+  if (self >= 0 && self < kOwnedSlots) {
+    // Half of what is free (room - others >= mine), so that other threads
+    // get theirs too; never less than it had, never more than is free.
+    const std::int64_t free = room - others;
+    const std::int64_t half = std::min<std::int64_t>(kEntries, (free + 1) / 2);
+    const std::int64_t share = std::min(free, std::max(mine, half));
+    log().SetLimit(self, slot_failures_applied[self] + static_cast<std::uint64_t>(share));
+  }
+  return room > 0;
+}
+
+// How many more failures (up to `cap`), each replacing a success in a full
+// window with totals `t`, keep the failure rate below its threshold, in
+// Resilience4j's float32 arithmetic.
+std::int64_t CircuitBreaker::Core::AllowanceLocked(const internal::WindowTotals& t,
+                                                   std::int64_t cap) {
+  const float threshold = cb.config_.failure_rate_threshold;
+  const auto below = [&](std::int64_t k) { return RatePercent(t.failed + k, t.calls) < threshold; };
+  if (!below(0)) return 0;
+  std::int64_t k = static_cast<std::int64_t>(static_cast<double>(threshold) *
+                                             static_cast<double>(t.calls) / 100.0) -
+                   t.failed;
+  k = std::clamp<std::int64_t>(k, 0, std::min(cap, t.calls - t.failed));
+  while (k > 0 && !below(k)) --k;
+  while (k < cap && k < t.calls - t.failed && below(k + 1)) ++k;
+  return k;
+}
+
+}  // namespace fusebox

@@ -1,0 +1,175 @@
+// OutcomeOrder::kRelaxed: the races of relaxed_outcome_log.h's protocol,
+// forced one interleaving at a time.
+//
+// A worker thread counts a failure without the lock and is stopped by the
+// test-only hook (internal::g_relaxed_log_hook) at one of the protocol's
+// interleaving points; the test thread meanwhile withdraws the allowance (and,
+// for the ABA case, grants a new one that restores the very same state word);
+// then the worker goes on. Each test names the invariant it checks and fails
+// if the code that keeps it is taken out.
+//
+// The window used throughout: COUNT_BASED of 10, threshold 50 %, minimum 10
+// calls. With 3 failures in it, one more failure may be counted without the
+// lock (4 in 10 stays below 50 %), two more trip it.
+#include "src/relaxed_outcome_log.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "fusebox/circuit_breaker.h"
+#include "fusebox/testing/manual_clock.h"
+
+namespace fusebox {
+namespace {
+
+using internal::RelaxedLogPoint;
+using namespace std::chrono_literals;
+
+// Where the worker stops, and the handshake with the test thread.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool reached = false;
+  bool released = false;
+};
+Gate* g_gate = nullptr;
+thread_local std::optional<RelaxedLogPoint> t_stop_at;
+
+void StopHook(RelaxedLogPoint point) {
+  if (t_stop_at != point) return;
+  t_stop_at.reset();
+  std::unique_lock<std::mutex> lock(g_gate->mu);
+  g_gate->reached = true;
+  g_gate->cv.notify_all();
+  g_gate->cv.wait(lock, [] { return g_gate->released; });
+}
+
+class CircuitBreakerRelaxedRace : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g_gate = &gate_;
+    internal::g_relaxed_log_hook.store(&StopHook, std::memory_order_relaxed);
+    CircuitBreakerConfig c;
+    c.failure_rate_threshold = 50;
+    c.sliding_window_type = SlidingWindowType::kCountBased;
+    c.sliding_window_size = 10;
+    c.minimum_number_of_calls = 10;
+    c.wait_duration_in_open_state = 60s;
+    c.outcome_order = OutcomeOrder::kRelaxed;
+    auto created = CircuitBreaker::Create("relaxed-race", c, clock_);
+    ASSERT_TRUE(created.has_value()) << created.error().message();
+    breaker_ = std::move(*created);
+  }
+
+  void TearDown() override {
+    Release();
+    if (worker_.joinable()) worker_.join();
+    internal::g_relaxed_log_hook.store(nullptr, std::memory_order_relaxed);
+    g_gate = nullptr;
+  }
+
+  void Report(bool failed) {
+    Result<Permit> permit = breaker_->TryAcquire();
+    ASSERT_TRUE(permit.has_value());
+    if (failed) {
+      permit->Failure(0ns);
+    } else {
+      permit->Success(0ns);
+    }
+  }
+
+  // The worker fills the window (7 successes, then 3 failures, all under the
+  // lock: the window is not full before), which grants its slot an allowance
+  // of one failure; then it counts one failure without the lock and stops at
+  // `point`.
+  void StartWorkerStoppingAt(RelaxedLogPoint point) {
+    worker_ = std::thread([this, point] {
+      for (int i = 0; i < 7; ++i) Report(false);
+      for (int i = 0; i < 3; ++i) Report(true);
+      t_stop_at = point;
+      Report(true);
+    });
+    std::unique_lock<std::mutex> lock(gate_.mu);
+    // A bound so that a hook that never fires fails the test instead of
+    // hanging it; no time logic depends on it.
+    ASSERT_TRUE(gate_.cv.wait_for(lock, 60s, [&] { return gate_.reached; }))
+        << "the worker never counted a failure without the lock";
+  }
+
+  void Release() {
+    std::lock_guard<std::mutex> lock(gate_.mu);
+    gate_.released = true;
+    gate_.cv.notify_all();
+  }
+
+  void ReleaseAndJoinWorker() {
+    Release();
+    worker_.join();
+  }
+
+  Gate gate_;
+  fusebox::testing::ManualClock clock_;
+  std::unique_ptr<CircuitBreaker> breaker_;
+  std::thread worker_;
+};
+
+// Invariant 4, the counting side: the allowance is withdrawn after the worker
+// read it and before it stored its count, so the withdrawal's fold cannot see
+// the failure; the worker must find the word changed and settle the failure
+// itself, which trips the window (5 failures in 10).
+// Fails when Count() returns kCounted without reading the word back.
+TEST_F(CircuitBreakerRelaxedRace, WithdrawalBeforeTheCountIsSettledByTheCountingThread) {
+  StartWorkerStoppingAt(RelaxedLogPoint::kAllowanceRead);
+  Report(true);  // 4 in 10: no allowance left for anyone, so it is withdrawn.
+  EXPECT_EQ(breaker_->state(), State::kClosed);
+  ReleaseAndJoinWorker();
+  EXPECT_EQ(breaker_->state(), State::kOpen);
+  EXPECT_EQ(breaker_->metrics().failed_calls, 5);
+}
+
+// Invariant 4, the withdrawing side: the worker stored its count and has not
+// yet read the word back when the allowance is withdrawn; the withdrawal's
+// fold must see the count and decide on it there and then.
+// Fails without the fold that follows WithdrawAndPublish() in PublishLocked().
+TEST_F(CircuitBreakerRelaxedRace, WithdrawalAfterTheCountAppliesTheFailureAtOnce) {
+  StartWorkerStoppingAt(RelaxedLogPoint::kCounted);
+  Report(true);
+  // The worker is still stopped: the withdrawing thread applied its failure.
+  EXPECT_EQ(breaker_->state(), State::kOpen);
+  ReleaseAndJoinWorker();
+  EXPECT_EQ(breaker_->state(), State::kOpen);
+  EXPECT_EQ(breaker_->metrics().failed_calls, 5);
+}
+
+// Invariant 5 (the ABA case of commit 06781ce): the worker read its limit;
+// the allowance is withdrawn (an outcome listener makes every outcome take
+// the lock), and a new grant (to the test thread, as the listener goes)
+// restores a state word identical to the one the worker read. The test
+// thread uses its new allowance; the worker's failure, counted on the old
+// one, must be settled under the lock, where it trips the window. Without the
+// withdrawal counter the word check passes, the failure rides on an
+// allowance that no longer exists, and the window does not trip.
+// Fails when Count() does not compare the withdrawal count.
+TEST_F(CircuitBreakerRelaxedRace, AbaRegrantOfTheSameWordIsSettledByTheCountingThread) {
+  StartWorkerStoppingAt(RelaxedLogPoint::kAllowanceRead);
+  struct Outcomes : CircuitBreakerListener {
+    unsigned interests() const override { return kOutcomeEvents; }
+  };
+  const std::uint64_t id = breaker_->AddListener(std::make_shared<Outcomes>());  // Withdrawn.
+  ASSERT_TRUE(breaker_->RemoveListener(id));  // Granted again: the same word.
+  Report(true);                               // Counted on the test thread's new allowance of one.
+  EXPECT_EQ(breaker_->state(), State::kClosed);
+  ReleaseAndJoinWorker();
+  EXPECT_EQ(breaker_->state(), State::kOpen);
+  EXPECT_EQ(breaker_->metrics().failed_calls, 5);
+}
+
+}  // namespace
+}  // namespace fusebox

@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "fusebox/call_kind.h"
 #include "fusebox/clock.h"
 #include "fusebox/internal/mutex.h"
 #include "fusebox/internal/thread_annotations.h"
@@ -136,9 +137,6 @@ class SingleFlight {
 // parameter sets collide with probability about 2^-64.
 std::string SnapshotKey(std::string_view base,
                         std::vector<std::pair<std::string, std::string>> params);
-
-// Whether a call may make a change (a write is never cached nor served stale).
-enum class CallKind : std::uint8_t { kRead, kWrite };
 
 // Says whether a failed call's Status may be hidden behind a stale snapshot.
 using StaleClassifier = std::function<bool(const Status&)>;

@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "fusebox/yaml/config.h"
+
 namespace fusebox::yaml::internal {
 
 // A position in the source, 1-based; line 0 means unknown.
@@ -87,7 +89,7 @@ struct Node {
 std::string JoinPath(std::string_view parent, std::string_view segment);
 
 // Inputs larger than this are refused (a configuration file is a few KiB).
-inline constexpr std::size_t kMaxInputBytes = 4 << 20;
+inline constexpr std::size_t kMaxInputBytes = kMaxYamlBytes;
 
 // Parses `text` into a tree whose root is a map (kNull for an empty
 // document). Returns nullopt when the text is not YAML at all (the error is in

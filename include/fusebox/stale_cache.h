@@ -143,8 +143,9 @@ using StaleClassifier = std::function<bool(const Status&)>;
 
 // The default StaleClassifier: true for kUnavailable, kCircuitOpen,
 // kRateLimited and kTimeout (the dependency is down, refuses, or is being
-// spared); false for everything else, notably kInvalidArgument, which is how
-// authorization and invalid-request failures should be reported.
+// spared); false for everything else, notably kUnauthenticated,
+// kPermissionDenied, kNotFound and kInvalidArgument: an authorization or
+// invalid-request failure is never hidden behind stale data.
 bool DefaultMayServeStale(const Status& status) noexcept;
 
 // Where a CachedRead's value came from.

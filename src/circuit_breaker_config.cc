@@ -106,6 +106,19 @@ Status CircuitBreakerConfig::Validate() const {
   if (sliding_window_size < 1) {
     return bad("sliding_window_size", "must be >= 1, got " + std::to_string(sliding_window_size));
   }
+  if (const bool timed = sliding_window_type == SlidingWindowType::kTimeBased;
+      sliding_window_size > (timed ? kMaxTimeBasedWindowSeconds : kMaxCountBasedWindowSize)) {
+    return bad("sliding_window_size",
+               timed ? "must be <= " + std::to_string(kMaxTimeBasedWindowSeconds) +
+                           " (seconds, TIME_BASED), got " + std::to_string(sliding_window_size)
+                     : "must be <= " + std::to_string(kMaxCountBasedWindowSize) +
+                           " (calls, COUNT_BASED), got " + std::to_string(sliding_window_size));
+  }
+  if (permitted_number_of_calls_in_half_open_state > kMaxCountBasedWindowSize) {
+    return bad("permitted_number_of_calls_in_half_open_state",
+               "must be <= " + std::to_string(kMaxCountBasedWindowSize) + ", got " +
+                   std::to_string(permitted_number_of_calls_in_half_open_state));
+  }
   if (minimum_number_of_calls < 1) {
     return bad("minimum_number_of_calls",
                "must be >= 1, got " + std::to_string(minimum_number_of_calls));

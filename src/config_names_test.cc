@@ -208,6 +208,44 @@ TEST(ConfigNames, ValidationSpeaksInPropertyNames) {
       << s.message();
 }
 
+// A size from a file or a flag reaches the window allocator only through
+// Validate(): 2147483647 seconds of TIME_BASED buckets (86 GB) used to abort
+// `fusebox replay` and `sim` with bad_alloc while `config check` passed.
+TEST(ConfigNames, WindowSizesHaveAMaximum) {
+  CircuitBreakerConfig c;
+  ASSERT_TRUE(SetConfigProperty(c, "slidingWindowType", "TIME_BASED").ok());
+  ASSERT_TRUE(SetConfigProperty(c, "slidingWindowSize", "2147483647").ok());
+  Status s = ValidateConfigProperties(c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "slidingWindowSize (sliding_window_size) must be <= 86400 (seconds, TIME_BASED), "
+            "got 2147483647");
+  c.sliding_window_size = CircuitBreakerConfig::kMaxTimeBasedWindowSeconds;
+  EXPECT_TRUE(ValidateConfigProperties(c).ok());
+  // The same count is fine as calls, up to its own maximum.
+  ASSERT_TRUE(SetConfigProperty(c, "slidingWindowType", "COUNT_BASED").ok());
+  c.sliding_window_size = CircuitBreakerConfig::kMaxCountBasedWindowSize;
+  EXPECT_TRUE(ValidateConfigProperties(c).ok());
+  c.sliding_window_size = CircuitBreakerConfig::kMaxCountBasedWindowSize + 1;
+  EXPECT_EQ(ValidateConfigProperties(c).message(),
+            "slidingWindowSize (sliding_window_size) must be <= 1000000 (calls, COUNT_BASED), "
+            "got 1000001");
+  // Half-open probes fill a count-based window of their own.
+  c.sliding_window_size = 100;
+  c.permitted_number_of_calls_in_half_open_state = 2147483647;
+  EXPECT_EQ(ValidateConfigProperties(c).message().rfind(
+                "permittedNumberOfCallsInHalfOpenState (permitted_number_of_calls_in_half_open_"
+                "state) must be <= 1000000",
+                0),
+            0u);
+  // And CircuitBreaker::Create, the path every tool takes, refuses before
+  // allocating.
+  c.permitted_number_of_calls_in_half_open_state = 10;
+  c.sliding_window_type = SlidingWindowType::kTimeBased;
+  c.sliding_window_size = 2147483647;
+  EXPECT_EQ(CircuitBreaker::Create("huge", c).error().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ConfigNames, GetReadsBackWhatSetWrote) {
   CircuitBreakerConfig c;
   c.failure_rate_threshold = 33.3333334f;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "fusebox/internal/mutex.h"
 #include "fusebox/internal/thread_annotations.h"
@@ -35,6 +36,29 @@ Status EventLogOptions::Validate() const {
 
 struct EventLog::Core {
   explicit Core(EventLogOptions o) : options(std::move(o)) {}
+
+  // Stamps and writes one line, under a lock, so that lines leave in the
+  // order of their t_ms: `at` is raised to the time of the last line stamped
+  // on the same clock if it is earlier. Without this a rejection, timed by
+  // CoarseNow() (a few ms behind), could follow the transition it came after
+  // with an earlier t_ms, and two threads could write their lines in the
+  // other order. `finish(o, at)` adds the time fields and what follows them.
+  // Lines are rare (transitions, the sample, summaries), so the lock costs
+  // nothing the hot path feels.
+  template <typename Finish>
+  void WriteStamped(internal::JsonObject& o, const Clock& clock, TimePoint at, Finish&& finish)
+      FUSEBOX_EXCLUDES(stamp_mu) {
+    internal::MutexLock lock(&stamp_mu);
+    TimePoint* last = nullptr;
+    for (auto& [c, t] : last_stamps) {
+      if (c == &clock) last = &t;
+    }
+    if (last == nullptr) last = &last_stamps.emplace_back(&clock, at).second;
+    if (at < *last) at = *last;
+    *last = at;
+    finish(o, at);
+    Write(std::move(o).Done());
+  }
 
   void Write(const std::string& line) {
     if (options.sink->Write(line).ok()) {
@@ -62,6 +86,10 @@ struct EventLog::Core {
   const EventLogOptions options;
   std::atomic<std::uint64_t> written{0};
   std::atomic<std::uint64_t> errors{0};
+  internal::Mutex stamp_mu;
+  // The time of the last line stamped, per clock (breakers on different
+  // clocks have unrelated times; a process has one or two clocks).
+  std::vector<std::pair<const Clock*, TimePoint>> last_stamps FUSEBOX_GUARDED_BY(stamp_mu);
 };
 
 class EventLog::Listener final : public CircuitBreakerListener {
@@ -102,11 +130,12 @@ class EventLog::Listener final : public CircuitBreakerListener {
         .Int("failed_calls", c.failed_calls)
         .Int("slow_calls", c.slow_calls)
         .Int("not_permitted_calls", c.not_permitted_calls);
-    s.core->AddTime(o, s.clock, e.at);
-    s.core->AddRetryAt(o, s.clock, e.at, e.retry_at);
-    if (!e.detail.empty()) o.Str("operator_reason", e.detail);
-    if (!e.actor.empty()) o.Str("actor", e.actor);
-    s.core->Write(std::move(o).Done());
+    s.core->WriteStamped(o, s.clock, e.at, [&](internal::JsonObject& line, TimePoint at) {
+      s.core->AddTime(line, s.clock, at);
+      s.core->AddRetryAt(line, s.clock, at, e.retry_at);
+      if (!e.detail.empty()) line.Str("operator_reason", e.detail);
+      if (!e.actor.empty()) line.Str("actor", e.actor);
+    });
   }
 
   void OnRejection(const RejectionEvent& e) override {
@@ -123,9 +152,10 @@ class EventLog::Listener final : public CircuitBreakerListener {
           .Str("breaker", s.name)
           .Str("state", StateLabel(e.state))
           .Str("reason", e.reason);
-      s.core->AddTime(o, s.clock, now);
-      s.core->AddRetryAt(o, s.clock, now, e.retry_at);
-      s.core->Write(std::move(o).Done());
+      s.core->WriteStamped(o, s.clock, now, [&](internal::JsonObject& line, TimePoint at) {
+        s.core->AddTime(line, s.clock, at);
+        s.core->AddRetryAt(line, s.clock, at, e.retry_at);
+      });
       return;
     }
     // The first suppressed rejection of a window arms the summary for the
@@ -172,8 +202,9 @@ class EventLog::Listener final : public CircuitBreakerListener {
           .Int("logged", core->options.rejections_per_interval)
           .Uint("suppressed", n)
           .Int("interval_ms", internal::Ms(core->options.sampling_interval));
-      core->AddTime(o, clock, now);
-      core->Write(std::move(o).Done());
+      core->WriteStamped(o, clock, now, [&](internal::JsonObject& line, TimePoint at) {
+        core->AddTime(line, clock, at);
+      });
     }
 
     const std::shared_ptr<Core> core;

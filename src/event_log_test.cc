@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -116,6 +118,56 @@ TEST_F(EventLogTest, EveryTransitionIsLogged) {
   EXPECT_THAT(t[2], HasSubstr(R"("from":"half_open","to":"closed","reason":"probes_succeeded")"));
   // CLOSED has no end: no retry fields.
   EXPECT_THAT(t[2], ::testing::Not(HasSubstr("retry_in_ms")));
+}
+
+// A ManualClock whose CoarseNow() lags Now() by 5 ms, as the system clock's
+// may: the breaker stamps a transition with Now(), a rejection with CoarseNow().
+class LaggingClock final : public Clock {
+ public:
+  TimePoint Now() const override { return inner.Now(); }
+  TimePoint CoarseNow() const override { return inner.Now() - milliseconds(5); }
+  void SleepUntil(TimePoint deadline) override { inner.SleepUntil(deadline); }
+  TimerId ScheduleAt(TimePoint deadline, std::function<void()> fn) override {
+    return inner.ScheduleAt(deadline, std::move(fn));
+  }
+  bool Cancel(TimerId id) override { return inner.Cancel(id); }
+  ManualClock inner;
+};
+
+// The t_ms of every line.
+std::vector<long long> Times(const MemoryLineSink& sink) {
+  std::vector<long long> out;
+  for (const std::string& line : sink.lines()) {
+    const std::size_t at = line.find("\"t_ms\":");
+    if (at != std::string::npos) out.push_back(std::stoll(line.substr(at + 7)));
+  }
+  return out;
+}
+
+TEST_F(EventLogTest, LinesAreInTheOrderOfTheirTimes) {
+  LaggingClock lagging;
+  auto b = std::move(*CircuitBreaker::Create("payment",
+                                             {.sliding_window_size = 2,
+                                              .minimum_number_of_calls = 2,
+                                              .wait_duration_in_open_state = seconds(10)},
+                                             lagging));
+  log_->Attach(*b);
+  b->TryAcquire()->Failure(milliseconds(1));
+  b->TryAcquire()->Failure(milliseconds(1));
+  ASSERT_EQ(b->state(), State::kOpen);
+  ASSERT_EQ(Rejections(*b, 2), 2);  // Stamped 5 ms before the transition, by the coarse clock.
+  lagging.inner.Advance(milliseconds(3));
+  ASSERT_EQ(Rejections(*b, 1), 1);
+  ASSERT_EQ(Events("transition").size(), 1u);
+  ASSERT_EQ(Events("rejection").size(), 3u);
+  const std::vector<long long> t = Times(*sink_);
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_TRUE(std::is_sorted(t.begin(), t.end())) << ::testing::PrintToString(t);
+  // Raised to the transition's time, never past it: the 5 ms lag is clamped, not invented.
+  EXPECT_EQ(t[1], t[0]);
+  EXPECT_EQ(t[3], t[0]);
+  // The rejections' retry_in_ms is measured from the stamped time.
+  EXPECT_THAT(Events("rejection")[0], HasSubstr(R"("retry_in_ms":10000)"));
 }
 
 // Seed 003: an outage must not flood the log. 10,000 rejections in one

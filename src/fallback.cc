@@ -25,7 +25,7 @@ Status FallbackCodeMask(const std::vector<StatusCode>& codes, bool has_fn, std::
   std::uint32_t bits = 0;
   for (StatusCode code : codes) {
     if (code == StatusCode::kOk) return Status::InvalidArgument("on_codes must not contain OK");
-    if (static_cast<unsigned>(code) > static_cast<unsigned>(StatusCode::kInternal)) {
+    if (static_cast<unsigned>(code) > static_cast<unsigned>(kLastStatusCode)) {
       return Status::InvalidArgument("on_codes contains an unknown code " +
                                      std::to_string(static_cast<unsigned>(code)));
     }

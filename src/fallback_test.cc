@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "fusebox/pipeline.h"
+#include "fusebox/retry.h"
+#include "fusebox/testing/manual_clock.h"
+#include "fusebox/timeout.h"
 #include "src/policy_test_util.h"
 
 namespace fusebox {
@@ -107,6 +111,66 @@ TEST(Fallback, ExecuteRunsAndRecovers) {
   EXPECT_TRUE(r.has_value());
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(CallKindName(CallKind::kWrite), "write");
+}
+
+// A retry loop that ran out keeps its last attempt's code: with kTimeout in
+// on_codes, "retries exhausted after timeouts" is answered as a timeout; other
+// exhaustions are not, unless kRetriesExhausted is named.
+TEST(Fallback, RetriesExhaustedMatchesByItsCause) {
+  auto fallback = EmptyList();  // kCircuitOpen, kTimeout
+  const Status after_timeouts =
+      Status(StatusCode::kRetriesExhausted, "3 attempts").WithCause(StatusCode::kTimeout);
+  const Status after_unavailable =
+      Status(StatusCode::kRetriesExhausted, "3 attempts").WithCause(StatusCode::kUnavailable);
+  EXPECT_TRUE(fallback->AppliesTo(CallKind::kRead, after_timeouts));
+  EXPECT_FALSE(fallback->AppliesTo(CallKind::kRead, after_unavailable));
+  EXPECT_FALSE(fallback->AppliesTo(CallKind::kWrite, after_timeouts)) << "reads only, still";
+  auto any = MustCreate(Fallback<Items>::Create(
+      {.on_codes = {StatusCode::kRetriesExhausted}, .fn = [](const Status&) { return Items{}; }}));
+  EXPECT_TRUE(any->AppliesTo(CallKind::kRead, after_unavailable));
+}
+
+struct Item {
+  std::string name;
+};
+
+// docs/policies.md's Fallback example, run: the code between the snippet
+// markers is the block in the doc, character for character (the test
+// docs.snippets, cmake/CheckDocSnippets.cmake, compares them). A load that
+// times out on each of its three attempts is recovered by a fallback that
+// names kTimeout.
+TEST(FallbackDocs, PoliciesExampleRecoversACallThatTimedOutThreeTimes) {
+  testing::ManualClock clock({.auto_advance = true});
+  Pipeline::Builder builder;
+  builder
+      .WithRetry(MustCreate(Retry::Create(
+          {.max_attempts = 3, .wait_duration = std::chrono::milliseconds(100)}, clock)))
+      .WithTimeout(
+          MustCreate(Timeout::Create({.timeout_duration = std::chrono::seconds(1)}, clock)));
+  std::unique_ptr<Pipeline> pipeline = MustCreate(builder.Build());
+  int calls = 0;
+  auto load = [&]() -> Result<std::vector<Item>> {
+    ++calls;
+    clock.Advance(std::chrono::seconds(2));  // Past the deadline, every time.
+    return std::vector<Item>{{"fresh"}};
+  };
+  Result<std::vector<Item>> bare = pipeline->Execute(load);
+  ASSERT_EQ(bare.error().code(), StatusCode::kRetriesExhausted);
+  EXPECT_EQ(bare.error().cause(), StatusCode::kTimeout);
+  calls = 0;
+
+  // [snippet policies-fallback]
+  auto empty = *fusebox::Fallback<std::vector<Item>>::Create({
+      .on_codes = {StatusCode::kCircuitOpen, StatusCode::kBulkheadFull, StatusCode::kTimeout},
+      .fn = [](const fusebox::Status&) { return std::vector<Item>{}; },
+  });
+  auto items = empty->Recover(fusebox::CallKind::kRead, pipeline->Execute(load));
+  // [end snippet policies-fallback]
+
+  ASSERT_TRUE(items.has_value()) << items.error();
+  EXPECT_TRUE(items->empty());
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(empty->used(), 1);
 }
 
 }  // namespace

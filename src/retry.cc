@@ -85,9 +85,14 @@ RetryDecision Retry::Decide(int attempt, const Status& failure, TimePoint loop_s
 }
 
 Status Retry::Exhausted(int attempts, const RetryDecision& decision, const Status& last) {
-  return Status(StatusCode::kRetriesExhausted, std::to_string(attempts) +
-                                                   (attempts == 1 ? " attempt (" : " attempts (") +
-                                                   decision.reason + "), last: " + last.ToString());
+  Status exhausted(StatusCode::kRetriesExhausted,
+                   std::to_string(attempts) + (attempts == 1 ? " attempt (" : " attempts (") +
+                       decision.reason + "), last: " + last.ToString());
+  // The last attempt's code and retry_at stay readable, not only in the
+  // message: a nested loop's exhaustion passes on the cause it carries.
+  if (last.retry_at()) exhausted = std::move(exhausted).WithRetryAt(*last.retry_at());
+  return std::move(exhausted).WithCause(last.code() == StatusCode::kRetriesExhausted ? last.cause()
+                                                                                     : last.code());
 }
 
 }  // namespace fusebox

@@ -91,6 +91,32 @@ TEST_F(RetryTest, ExhaustedAfterMaxAttemptsNamesTheLastFailure) {
   EXPECT_THAT(attempts_, ElementsAre(0ns, 10ms, 20ms));
 }
 
+// The last attempt's code and retry_at are kept as data, not only in the
+// message, so that a Fallback can answer "retries exhausted after timeouts".
+TEST_F(RetryTest, ExhaustedKeepsTheLastAttemptsCodeAndRetryAt) {
+  auto retry = Make({.max_attempts = 2, .wait_duration = 10ms, .max_retry_after = 1h});
+  const Status timeout = Status::Rejected(StatusCode::kTimeout, "deadline_exceeded");
+  Result<int> r = retry->Execute(Dependency({timeout, timeout}));
+  EXPECT_EQ(r.error().code(), StatusCode::kRetriesExhausted);
+  EXPECT_EQ(r.error().cause(), StatusCode::kTimeout);
+  EXPECT_EQ(r.error().retry_at(), std::nullopt);
+
+  const TimePoint later = clock_.Now() + 30s;
+  const Status limited = Status::Rejected(StatusCode::kUnavailable, "429", later);
+  r = retry->Execute(Dependency({timeout, limited}));
+  EXPECT_EQ(r.error().cause(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.error().retry_at(), later) << "the dependency's Retry-After survives";
+
+  // A loop around a loop passes the innermost cause on.
+  auto outer = Make(
+      {.max_attempts = 2, .wait_duration = 10ms, .retry_on = [](const Status&) { return true; }});
+  Result<int> nested = outer->Execute([&] {
+    return retry->Execute(Dependency({timeout, timeout}));
+  });
+  EXPECT_EQ(nested.error().code(), StatusCode::kRetriesExhausted);
+  EXPECT_EQ(nested.error().cause(), StatusCode::kTimeout);
+}
+
 TEST_F(RetryTest, TimeoutIsRetriedByDefault) {
   auto retry = Make({.wait_duration = 1ms});
   Result<int> r = retry->Execute(Dependency({Status::Rejected(StatusCode::kTimeout, "x")}));

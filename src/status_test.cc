@@ -2,6 +2,7 @@
 
 #include "fusebox/status.h"
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -12,6 +13,7 @@
 
 #include "fusebox/result.h"
 #include "fusebox/testing/manual_clock.h"
+#include "fusebox/testing/status_macros.h"
 
 namespace fusebox {
 namespace {
@@ -114,6 +116,9 @@ TEST(Status, CodeNames) {
   EXPECT_EQ(StatusCodeName(StatusCode::kUnavailable), "Unavailable");
   EXPECT_EQ(StatusCodeName(StatusCode::kInvalidArgument), "InvalidArgument");
   EXPECT_EQ(StatusCodeName(StatusCode::kInternal), "Internal");
+  EXPECT_EQ(StatusCodeName(StatusCode::kNotFound), "NotFound");
+  EXPECT_EQ(StatusCodeName(StatusCode::kPermissionDenied), "PermissionDenied");
+  EXPECT_EQ(StatusCodeName(StatusCode::kUnauthenticated), "Unauthenticated");
 }
 
 TEST(Status, StreamOperators) {
@@ -282,6 +287,204 @@ TEST(StatusWithRetryAt, KeepsCodeAndMessageAndAddsWhenToRetry) {
   EXPECT_EQ(s.retry_at(), at);
   Status copy = s;
   EXPECT_EQ(copy.retry_at(), at);
+}
+
+TEST(StatusCause, NamesTheFailureBehindAndSurvivesCopies) {
+  EXPECT_EQ(Status().cause(), StatusCode::kOk);
+  EXPECT_EQ(Status::Unavailable("down").cause(), StatusCode::kOk);
+  Status s = Status(StatusCode::kRetriesExhausted, "3 attempts").WithCause(StatusCode::kTimeout);
+  EXPECT_EQ(s.code(), StatusCode::kRetriesExhausted);
+  EXPECT_EQ(s.cause(), StatusCode::kTimeout);
+  Status copy = s;
+  EXPECT_EQ(copy.cause(), StatusCode::kTimeout);
+  static_assert(sizeof(Status) <= 32, "an OK status or a rejection stays 32 bytes");
+}
+
+// --- Result<T>::value() on an error, in every build ---------------------------
+
+TEST(ResultDeathTest, ValueOnAnErrorAbortsWithTheStatus) {
+  Result<int> r = Status::Unavailable("connection refused");
+  EXPECT_DEATH((void)r.value(),
+               "fusebox: Result::value\\(\\) on an error: Unavailable: connection refused");
+  const Result<std::string> c = Status::Rejected(StatusCode::kCircuitOpen, "open");
+  EXPECT_DEATH((void)c.value(), "on an error: CircuitOpen: open");
+  EXPECT_DEATH((void)Result<std::unique_ptr<int>>(Status::Internal("bug")).value(),
+               "on an error: Internal: bug");
+}
+
+// --- FUSEBOX_RETURN_IF_ERROR and FUSEBOX_ASSIGN_OR_RETURN ----------------------
+
+int evaluations = 0;
+
+Status Check(bool ok) {
+  ++evaluations;
+  return ok ? Status() : Status::InvalidArgument("check failed");
+}
+
+Result<int> Twice(Result<int> in) {
+  ++evaluations;
+  FUSEBOX_ASSIGN_OR_RETURN(const int x, std::move(in));
+  return 2 * x;
+}
+
+Status Steps(bool first, Result<int> second, int* out) {
+  FUSEBOX_RETURN_IF_ERROR(Check(first));
+  FUSEBOX_ASSIGN_OR_RETURN(*out, Twice(std::move(second)));
+  FUSEBOX_ASSIGN_OR_RETURN(auto again, Twice(*out));  // Twice in one function: unique names.
+  FUSEBOX_RETURN_IF_ERROR(Twice(again));              // A Result<T> works too.
+  return Status();
+}
+
+Result<std::unique_ptr<int>> Boxed(Result<int> in) {
+  FUSEBOX_RETURN_IF_ERROR(in);
+  FUSEBOX_ASSIGN_OR_RETURN(std::unique_ptr<int> p,
+                           Result<std::unique_ptr<int>>(std::make_unique<int>(*in)));
+  return p;
+}
+
+TEST(StatusMacros, ReturnTheFirstErrorEvaluatingEachExpressionOnce) {
+  int out = 0;
+  evaluations = 0;
+  EXPECT_TRUE(Steps(true, 5, &out).ok());
+  EXPECT_EQ(out, 10);
+  EXPECT_EQ(evaluations, 4);  // Check, and Twice three times: none evaluated twice.
+
+  evaluations = 0;
+  out = 0;
+  Status s = Steps(false, 5, &out);
+  EXPECT_EQ(s.message(), "check failed");
+  EXPECT_EQ(evaluations, 1);
+  EXPECT_EQ(out, 0);
+
+  s = Steps(true, Status::Rejected(StatusCode::kCircuitOpen, "open", TimePoint(5s)), &out);
+  EXPECT_EQ(s.code(), StatusCode::kCircuitOpen);
+  EXPECT_EQ(s.retry_at(), TimePoint(5s)) << "the error passes unchanged";
+  EXPECT_EQ(out, 0);
+
+  EXPECT_EQ(**Boxed(7), 7);
+  EXPECT_EQ(Boxed(Status::Unavailable("x")).error().message(), "x");
+}
+
+TEST(StatusMacros, TestingAssertionsPrintTheStatus) {
+  FUSEBOX_EXPECT_OK(Status());
+  FUSEBOX_ASSERT_OK(Result<int>(3));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto v, Twice(4));
+  EXPECT_EQ(v, 8);
+  EXPECT_NONFATAL_FAILURE(FUSEBOX_EXPECT_OK(Status::Unavailable("down")),
+                          "Status::Unavailable(\"down\") is Unavailable: down");
+  EXPECT_FATAL_FAILURE(
+      {
+        FUSEBOX_ASSERT_OK_AND_ASSIGN(auto w, Result<int>(Status::InvalidArgument("no")));
+        (void)w;
+      },
+      "Result<int>(Status::InvalidArgument(\"no\")) is InvalidArgument: no");
+}
+
+// --- The HTTP and gRPC table (docs/status-codes.md) ----------------------------
+
+struct Row {
+  StatusCode code;
+  int http;
+  int grpc;
+};
+// fusebox -> wire, every code.
+constexpr Row kToWire[] = {
+    {StatusCode::kOk, 200, 0},
+    {StatusCode::kCircuitOpen, 503, 14},
+    {StatusCode::kBulkheadFull, 503, 8},
+    {StatusCode::kRateLimited, 429, 8},
+    {StatusCode::kTimeout, 504, 4},
+    {StatusCode::kRetriesExhausted, 503, 14},
+    {StatusCode::kUnavailable, 503, 14},
+    {StatusCode::kInvalidArgument, 400, 3},
+    {StatusCode::kInternal, 500, 13},
+    {StatusCode::kNotFound, 404, 5},
+    {StatusCode::kPermissionDenied, 403, 7},
+    {StatusCode::kUnauthenticated, 401, 16},
+};
+
+TEST(StatusCodeTable, EveryCodeToHttpAndGrpc) {
+  static_assert(std::size(kToWire) == static_cast<std::size_t>(kLastStatusCode) + 1);
+  for (std::size_t i = 0; i < std::size(kToWire); ++i) {
+    const Row& row = kToWire[i];
+    ASSERT_EQ(static_cast<std::size_t>(row.code), i) << "one row per code, in order";
+    EXPECT_EQ(HttpStatusFor(row.code), row.http) << row.code;
+    EXPECT_EQ(GrpcCodeFor(row.code), row.grpc) << row.code;
+  }
+}
+
+TEST(StatusCodeTable, HttpToStatusCode) {
+  const std::pair<int, StatusCode> rows[] = {
+      {200, StatusCode::kOk},
+      {204, StatusCode::kOk},
+      {304, StatusCode::kOk},
+      {400, StatusCode::kInvalidArgument},
+      {401, StatusCode::kUnauthenticated},
+      {403, StatusCode::kPermissionDenied},
+      {404, StatusCode::kNotFound},
+      {410, StatusCode::kNotFound},
+      {408, StatusCode::kTimeout},
+      {409, StatusCode::kInvalidArgument},
+      {422, StatusCode::kInvalidArgument},
+      {429, StatusCode::kRateLimited},
+      {500, StatusCode::kUnavailable},
+      {502, StatusCode::kUnavailable},
+      {503, StatusCode::kUnavailable},
+      {504, StatusCode::kTimeout},
+      {0, StatusCode::kUnavailable},
+      {-1, StatusCode::kUnavailable},
+      {600, StatusCode::kUnavailable},
+      {99999, StatusCode::kUnavailable},
+  };
+  for (const auto& [http, code] : rows) EXPECT_EQ(StatusCodeFromHttp(http), code) << http;
+  // Every code but the lossy ones comes back from its own HTTP status.
+  for (const Row& row : kToWire) {
+    const StatusCode back = StatusCodeFromHttp(row.http);
+    if (row.http == 503) {
+      EXPECT_EQ(back, StatusCode::kUnavailable);
+    } else if (row.http == 500) {
+      EXPECT_EQ(back, StatusCode::kUnavailable) << "a dependency's 500 is not fusebox's bug";
+    } else {
+      EXPECT_EQ(back, row.code) << row.http;
+    }
+  }
+}
+
+TEST(StatusCodeTable, GrpcToStatusCode) {
+  const StatusCode by_number[] = {
+      StatusCode::kOk,                // 0 OK
+      StatusCode::kUnavailable,       // 1 CANCELLED
+      StatusCode::kUnavailable,       // 2 UNKNOWN
+      StatusCode::kInvalidArgument,   // 3 INVALID_ARGUMENT
+      StatusCode::kTimeout,           // 4 DEADLINE_EXCEEDED
+      StatusCode::kNotFound,          // 5 NOT_FOUND
+      StatusCode::kInvalidArgument,   // 6 ALREADY_EXISTS
+      StatusCode::kPermissionDenied,  // 7 PERMISSION_DENIED
+      StatusCode::kRateLimited,       // 8 RESOURCE_EXHAUSTED
+      StatusCode::kInvalidArgument,   // 9 FAILED_PRECONDITION
+      StatusCode::kUnavailable,       // 10 ABORTED
+      StatusCode::kInvalidArgument,   // 11 OUT_OF_RANGE
+      StatusCode::kInvalidArgument,   // 12 UNIMPLEMENTED
+      StatusCode::kUnavailable,       // 13 INTERNAL
+      StatusCode::kUnavailable,       // 14 UNAVAILABLE
+      StatusCode::kUnavailable,       // 15 DATA_LOSS
+      StatusCode::kUnauthenticated,   // 16 UNAUTHENTICATED
+  };
+  for (int i = 0; i < static_cast<int>(std::size(by_number)); ++i) {
+    EXPECT_EQ(StatusCodeFromGrpc(i), by_number[i]) << "gRPC code " << i;
+  }
+  EXPECT_EQ(StatusCodeFromGrpc(17), StatusCode::kUnavailable);
+  EXPECT_EQ(StatusCodeFromGrpc(-1), StatusCode::kUnavailable);
+  for (const Row& row : kToWire) {
+    const StatusCode back = StatusCodeFromGrpc(row.grpc);
+    if (row.grpc == 14 || row.grpc == 13) {
+      EXPECT_EQ(back, StatusCode::kUnavailable);
+    } else if (row.grpc == 8) {
+      EXPECT_EQ(back, StatusCode::kRateLimited);
+    } else {
+      EXPECT_EQ(back, row.code) << row.grpc;
+    }
+  }
 }
 
 }  // namespace

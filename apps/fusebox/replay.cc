@@ -7,24 +7,51 @@
 namespace fusebox::app {
 namespace {
 
-// Reads lines, counting them, skipping blank ones.
+// Reads lines, counting them, skipping blank ones, refusing one longer than
+// kMaxTraceLineBytes before it is buffered whole.
 class LineReader {
  public:
   explicit LineReader(std::istream& in) : in_(in) {}
+  // False at the end of the input or on a line that is too long, in which
+  // case status() says so.
   bool Next(std::string& line) {
-    while (std::getline(in_, line)) {
+    std::streambuf* const buf = in_.rdbuf();
+    if (buf == nullptr) return false;
+    while (true) {
+      line.clear();
+      int c = buf->sbumpc();
+      if (c == std::char_traits<char>::eof()) return false;
       ++number_;
+      for (; c != std::char_traits<char>::eof() && c != '\n'; c = buf->sbumpc()) {
+        if (line.size() == kMaxTraceLineBytes) {
+          status_ = LineError(number_, "longer than " + std::to_string(kMaxTraceLineBytes) +
+                                           " bytes, the maximum for a trace line");
+          return false;
+        }
+        line.push_back(static_cast<char>(c));
+      }
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (!IsBlankLine(line)) return true;
     }
-    return false;
   }
   int number() const { return number_; }
+  // OK unless Next() stopped at a line that is too long.
+  const Status& status() const { return status_; }
 
  private:
   std::istream& in_;
   int number_ = 0;
+  Status status_;
 };
+
+// The first line, {"config": {...}}, read into `line`.
+Result<CircuitBreakerConfig> ReadConfigLine(LineReader& lines, std::string& line) {
+  if (!lines.Next(line)) {
+    if (!lines.status().ok()) return lines.status();
+    return LineError(lines.number() + 1, "empty trace: no config line");
+  }
+  return ParseTraceConfigLine(line, lines.number());
+}
 
 }  // namespace
 
@@ -150,9 +177,8 @@ Json ReplayStepJson(const ReplayStep& step) {
 Result<Trace> ReadTrace(std::istream& in) {
   LineReader lines(in);
   std::string line;
-  if (!lines.Next(line)) return LineError(lines.number() + 1, "empty trace: no config line");
   Trace trace;
-  Result<CircuitBreakerConfig> config = ParseTraceConfigLine(line, lines.number());
+  Result<CircuitBreakerConfig> config = ReadConfigLine(lines, line);
   if (!config) return config.error();
   trace.config = std::move(*config);
   while (lines.Next(line)) {
@@ -160,14 +186,14 @@ Result<Trace> ReadTrace(std::istream& in) {
     if (!e) return e.error();
     trace.events.push_back(std::move(*e));
   }
+  if (!lines.status().ok()) return lines.status();
   return trace;
 }
 
 Status ReplayTrace(std::istream& in, std::ostream& out, std::ostream& notes) {
   LineReader lines(in);
   std::string line;
-  if (!lines.Next(line)) return LineError(lines.number() + 1, "empty trace: no config line");
-  Result<CircuitBreakerConfig> config = ParseTraceConfigLine(line, lines.number());
+  Result<CircuitBreakerConfig> config = ReadConfigLine(lines, line);
   if (!config) return config.error();
   Result<std::unique_ptr<Replayer>> replayer =
       Replayer::Create(*config, /*breaker_enabled=*/true, Replayer::Mode::kStrict);
@@ -179,6 +205,7 @@ Status ReplayTrace(std::istream& in, std::ostream& out, std::ostream& notes) {
     if (!step) return step.error();
     out << ReplayStepJson(*step).dump() << '\n';
   }
+  if (!lines.status().ok()) return lines.status();
   const std::vector<std::string> pending = (*replayer)->PendingCalls();
   if (!pending.empty()) {
     std::string ids;

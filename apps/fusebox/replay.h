@@ -17,6 +17,7 @@
 #ifndef FUSEBOX_APPS_FUSEBOX_REPLAY_H_
 #define FUSEBOX_APPS_FUSEBOX_REPLAY_H_
 
+#include <cstddef>
 #include <istream>
 #include <map>
 #include <memory>
@@ -33,6 +34,11 @@
 #include "fusebox/status.h"
 
 namespace fusebox::app {
+
+// The longest trace line `fusebox replay` (and `compare --trace`) reads, in
+// bytes: an event is one small JSON object, so a longer line is a broken or
+// hostile file, refused with its line number before it is buffered whole.
+inline constexpr std::size_t kMaxTraceLineBytes = 64 * 1024;
 
 // What one event did.
 struct ReplayStep {

@@ -163,6 +163,13 @@ TEST(Replay, Errors) {
             "(a bare integer is milliseconds), got \"5 s\"");
   EXPECT_EQ(ErrorOf(R"({"config": {"slidingWindowSize": [1]}})"),
             "line 1: config: slidingWindowSize: expected an integer >= 1, got [1]");
+  // A window too large to allocate is refused by the config layer, not by
+  // bad_alloc.
+  EXPECT_EQ(
+      ErrorOf(
+          R"({"config": {"slidingWindowType": "TIME_BASED", "slidingWindowSize": 2147483647}})"),
+      "line 1: config: slidingWindowSize (sliding_window_size) must be <= 86400 (seconds, "
+      "TIME_BASED), got 2147483647");
   EXPECT_EQ(ErrorOf(R"({"config": {"failureRateThreshold": 0}})"),
             "line 1: config: failureRateThreshold (failure_rate_threshold) must be in (0, 100], "
             "got 0.000000");
@@ -206,6 +213,22 @@ TEST(Replay, Errors) {
                     R"({"t": 1, "acquire": "c"})" + "\n" +
                     R"({"t": 2, "complete": "c", "outcome": "success"})"),
             "line 5: complete of call \"c\", which was rejected at line 4 and holds no permit");
+}
+
+TEST(Replay, LineLengthIsBounded) {
+  const std::string c = kSmall;
+  const std::string longest =
+      R"({"t": 1, "tick": true})" + std::string(kMaxTraceLineBytes - 22, ' ');
+  ASSERT_EQ(longest.size(), kMaxTraceLineBytes);
+  EXPECT_TRUE(Replay(c + longest + "\n").status.ok());
+  EXPECT_EQ(ErrorOf(c + "\n" + longest + " \n"),
+            "line 3: longer than 65536 bytes, the maximum for a trace line");
+  // On the config line, and without a newline at the end of the input.
+  EXPECT_EQ(ErrorOf(std::string(10 * kMaxTraceLineBytes, '{')),
+            "line 1: longer than 65536 bytes, the maximum for a trace line");
+  std::istringstream in(c + std::string(kMaxTraceLineBytes + 1, 'x'));
+  EXPECT_EQ(ReadTrace(in).error().message(),
+            "line 2: longer than 65536 bytes, the maximum for a trace line");
 }
 
 TEST(Replay, OutputBeforeTheErrorIsKept) {

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -377,8 +379,12 @@ void ParseTop(Parser& p, const YAML::Node& root, GatewayConfig& c) {
       const std::string tp = "breakers.transient";
       p.CheckKeys(t, tp, {"window", "minimum_calls", "failure_rate", "open_for"});
       if (auto d = p.DurationValue(t, "window", tp)) {
-        if (*d < std::chrono::seconds(1) || *d % std::chrono::seconds(1) != Duration::zero()) {
-          p.Error(t["window"], tp + ".window", "must be a whole number of seconds >= 1s");
+        constexpr auto kMax =
+            std::chrono::seconds(CircuitBreakerConfig::kMaxTimeBasedWindowSeconds);
+        if (*d < std::chrono::seconds(1) || *d > kMax ||
+            *d % std::chrono::seconds(1) != Duration::zero()) {
+          p.Error(t["window"], tp + ".window",
+                  "must be a whole number of seconds in [1s, " + FormatDuration(kMax) + "]");
         } else {
           c.breakers.transient_window = *d;
         }
@@ -506,8 +512,11 @@ CircuitBreakerConfig TransientTemplate(const BreakersConfig& b) {
   CircuitBreakerConfig c = meta::TransientCircuitConfig();
   // "More than N %", as meta::TransientCircuitConfig() explains for 50.
   c.failure_rate_threshold = std::nextafter(b.transient_failure_rate, 100.0f);
-  c.sliding_window_size = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::seconds>(b.transient_window).count());
+  // Clamped, not wrapped: a window of 2^32 + 10 s must fail validation, not
+  // become 10 s.
+  c.sliding_window_size = static_cast<int>(std::min<std::int64_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(b.transient_window).count(),
+      std::numeric_limits<int>::max()));
   c.minimum_number_of_calls = b.transient_minimum_calls;
   c.wait_duration_in_open_state = b.transient_open_for;
   return c;

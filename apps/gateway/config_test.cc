@@ -131,6 +131,28 @@ routes:
   EXPECT_THAT(m, HasSubstr("gw.yaml:17:5: routes[0].colour: unknown key"));
 }
 
+// The transient circuit's window is TIME_BASED seconds: a size the window
+// could not allocate is refused where it is written, not by bad_alloc.
+TEST(GatewayConfig, TransientWindowHasAMaximum) {
+  for (const char* window : {"2147483647s", "4294967306s", "86401s"}) {
+    const std::string text = std::string("breakers:\n  transient:\n    window: ") + window + "\n";
+    Result<GatewayConfig> c = ParseGatewayConfig(text, "gw.yaml", Env(std::nullopt));
+    ASSERT_FALSE(c.has_value()) << window;
+    EXPECT_THAT(std::string(c.error().message()),
+                HasSubstr("gw.yaml:3:13: breakers.transient.window: must be a whole number of "
+                          "seconds in [1s, 1d]"))
+        << window;
+  }
+  Result<GatewayConfig> day =
+      ParseGatewayConfig("breakers:\n  transient:\n    window: 1d\n", "gw.yaml", Env(std::nullopt));
+  if (day.has_value()) {
+    EXPECT_TRUE(TransientTemplate(day->breakers).Validate().ok());
+  } else {
+    // Other settings (no routes, say) may be required; the window is not the fault.
+    EXPECT_THAT(std::string(day.error().message()), Not(HasSubstr("transient.window")));
+  }
+}
+
 TEST(GatewayConfig, TheAdminTokenComesFromTheEnvironmentAndIsNeverShown) {
   const std::string text = R"(admin:
   token_env: TOKEN_VAR

@@ -17,6 +17,7 @@
 
 #include "apps/gateway/fake_upstream.h"
 #include "apps/gateway/fake_upstream_internal.h"
+#include "fusebox/yaml/config.h"
 
 namespace fusebox::gateway {
 namespace {
@@ -158,48 +159,83 @@ std::optional<ReadError> ReadTable(const Json& in, std::vector<FakeRoute>& route
 
 using Marks = std::map<std::string, YAML::Mark>;
 
-Json YamlToJson(const YAML::Node& node, const std::string& path, Marks& marks) {
-  marks.emplace(path, node.Mark());
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      Json object = Json::object();
-      for (const auto& item : node) {
-        const std::string key = item.first.Scalar();
-        object[key] = YamlToJson(item.second, path.empty() ? key : path + "." + key, marks);
-      }
-      return object;
-    }
-    case YAML::NodeType::Sequence: {
-      Json array = Json::array();
-      for (std::size_t i = 0; i < node.size(); ++i) {
-        array.push_back(YamlToJson(node[i], path + "[" + std::to_string(i) + "]", marks));
-      }
-      return array;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& text = node.Scalar();
-      // A quoted scalar ("429") stays a string; a plain one is typed as YAML
-      // 1.2's core schema would.
-      if (node.Tag() == "!") return text;
-      if (text == "true" || text == "false") return text == "true";
-      if (text == "null" || text == "~") return nullptr;
-      if (!text.empty() && text.size() < 19 &&
-          text.find_first_not_of("-0123456789") == std::string::npos &&
-          text.find('-', 1) == std::string::npos && text != "-") {
-        return std::stoll(text);
-      }
-      return text;
-    }
-    default:
-      return nullptr;
-  }
-}
-
 std::string MarkText(const YAML::Mark& mark) {
   return std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
 }
 
+// Copies a yaml-cpp tree into JSON under the configuration loader's limits
+// (fusebox/yaml/config.h): yaml-cpp shares an alias's node, the copy does not,
+// so a few lines of aliases could otherwise describe gigabytes.
+class YamlToJson {
+ public:
+  // The JSON, or why it was refused, with the position where it happened.
+  Result<Json> Convert(const YAML::Node& root, Marks& marks) {
+    Json out = Copy(root, "", marks, 0);
+    if (!refusal_.empty()) return Status::InvalidArgument(refusal_);
+    return out;
+  }
+
+ private:
+  Json Copy(const YAML::Node& node, const std::string& path, Marks& marks, int depth) {
+    if (!refusal_.empty()) return nullptr;
+    if (++values_ > yaml::kMaxYamlValues) {
+      return Refuse(node, "more than " + std::to_string(yaml::kMaxYamlValues) +
+                              " values (aliases expanding?)");
+    }
+    if (depth > yaml::kMaxYamlDepth) {
+      return Refuse(node, "nested more than " + std::to_string(yaml::kMaxYamlDepth) +
+                              " levels deep (an alias that contains itself?)");
+    }
+    marks.emplace(path, node.Mark());
+    switch (node.Type()) {
+      case YAML::NodeType::Map: {
+        Json object = Json::object();
+        for (const auto& item : node) {
+          const std::string key = item.first.Scalar();
+          object[key] = Copy(item.second, path.empty() ? key : path + "." + key, marks, depth + 1);
+        }
+        return object;
+      }
+      case YAML::NodeType::Sequence: {
+        Json array = Json::array();
+        for (std::size_t i = 0; i < node.size(); ++i) {
+          array.push_back(Copy(node[i], path + "[" + std::to_string(i) + "]", marks, depth + 1));
+        }
+        return array;
+      }
+      case YAML::NodeType::Scalar: {
+        const std::string& text = node.Scalar();
+        // A quoted scalar ("429") stays a string; a plain one is typed as YAML
+        // 1.2's core schema would.
+        if (node.Tag() == "!") return text;
+        if (text == "true" || text == "false") return text == "true";
+        if (text == "null" || text == "~") return nullptr;
+        if (!text.empty() && text.size() < 19 &&
+            text.find_first_not_of("-0123456789") == std::string::npos &&
+            text.find('-', 1) == std::string::npos && text != "-") {
+          return std::stoll(text);
+        }
+        return text;
+      }
+      default:
+        return nullptr;
+    }
+  }
+
+  Json Refuse(const YAML::Node& node, const std::string& why) {
+    refusal_ = MarkText(node.Mark()) + ": " + why;
+    return nullptr;
+  }
+
+  int values_ = 0;
+  std::string refusal_;
+};
+
 Result<std::vector<FakeRoute>> ParseYaml(std::string_view text) {
+  if (text.size() > yaml::kMaxYamlBytes) {
+    return Status::InvalidArgument("1:1: larger than " + std::to_string(yaml::kMaxYamlBytes >> 20) +
+                                   " MiB");
+  }
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
@@ -207,7 +243,9 @@ Result<std::vector<FakeRoute>> ParseYaml(std::string_view text) {
     return Status::InvalidArgument(MarkText(e.mark) + ": " + e.msg);
   }
   Marks marks;
-  const Json json = YamlToJson(root, "", marks);
+  Result<Json> converted = YamlToJson().Convert(root, marks);
+  if (!converted) return converted.error();
+  const Json& json = *converted;
   std::vector<FakeRoute> routes;
   if (auto e = ReadTable(json, routes)) {
     // The closest position known: the value itself, else its parent's.
@@ -293,9 +331,11 @@ Result<std::vector<FakeRoute>> ParseFakeRoutesYaml(std::string_view yaml) {
 Result<std::vector<FakeRoute>> LoadFakeScript(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return Status::InvalidArgument(path + ": cannot read the file");
-  std::ostringstream text;
-  text << file.rdbuf();
-  Result<std::vector<FakeRoute>> routes = ParseYaml(text.str());
+  // One byte past the limit is enough to refuse the file: no more is read.
+  std::string text(yaml::kMaxYamlBytes + 1, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(file.gcount()));
+  Result<std::vector<FakeRoute>> routes = ParseYaml(text);
   if (!routes) return Status::InvalidArgument(path + ":" + std::string(routes.error().message()));
   return routes;
 }

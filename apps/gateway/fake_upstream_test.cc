@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "fusebox/testing/manual_clock.h"
+#include "fusebox/yaml/config.h"
 
 namespace fusebox::gateway {
 namespace {
@@ -24,6 +25,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 using Json = nlohmann::json;
 
 struct Reply {
@@ -391,6 +393,29 @@ TEST(FakeScriptTest, YamlErrorsNameLineAndColumn) {
   auto missing = LoadFakeScript("/no/such/script.yaml");
   ASSERT_FALSE(missing.has_value());
   EXPECT_EQ(missing.error().message(), "/no/such/script.yaml: cannot read the file");
+}
+
+// A script is held to the configuration loader's limits (fusebox/yaml/config.h):
+// yaml-cpp shares an alias's node, the JSON copy did not, so 10^8 values from
+// a few lines of aliases exhausted memory.
+TEST(FakeScriptTest, AliasExpansionSizeAndDepthAreBounded) {
+  // Ten to the eighth values in eight lines; a seed of the fake_routes_fuzzer.
+  const std::string bomb =
+      std::string(FUSEBOX_GATEWAY_TESTDATA) + "/../fuzz/corpus/fake_routes_fuzzer/alias-bomb.yaml";
+  auto expanded = LoadFakeScript(bomb);
+  ASSERT_FALSE(expanded.has_value());
+  EXPECT_THAT(std::string(expanded.error().message()), StartsWith(bomb + ":"));
+  EXPECT_THAT(std::string(expanded.error().message()),
+              HasSubstr(": more than 100000 values (aliases expanding?)"));
+
+  std::string deep = "routes: " + std::string(100, '[') + std::string(100, ']') + "\n";
+  auto nested = ParseFakeRoutesYaml(deep);
+  ASSERT_FALSE(nested.has_value());
+  EXPECT_THAT(std::string(nested.error().message()), HasSubstr("nested more than 64 levels"));
+
+  auto large = ParseFakeRoutesYaml(std::string(yaml::kMaxYamlBytes + 1, '#'));
+  ASSERT_FALSE(large.has_value());
+  EXPECT_EQ(large.error().message(), "1:1: larger than 4 MiB");
 }
 
 TEST(FakeScriptTest, JsonNumberTooLargeIsAnErrorNotAThrow) {

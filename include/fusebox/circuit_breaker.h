@@ -216,7 +216,17 @@ struct CircuitBreakerConfig {
   // A call is slow when its duration is strictly longer than this (> 0).
   // Default: 60 s.
   Duration slow_call_duration_threshold = std::chrono::seconds(60);
-  // Probe calls admitted in HALF_OPEN (>= 1). Default: 10.
+  // The largest sliding_window_size (and permitted_number_of_calls_in_
+  // half_open_state, whose probes fill a count-based window) Validate()
+  // accepts. A window allocates per slot: 2 bits a call for kCountBased
+  // (1,000,000 calls = 250 KB), 40 bytes a second for kTimeBased (one day =
+  // 3.4 MB), so a size from a file or a flag must not reach the allocator
+  // unchecked. docs/configuration.md states these limits.
+  static constexpr int kMaxCountBasedWindowSize = 1'000'000;
+  static constexpr int kMaxTimeBasedWindowSeconds = 86'400;
+
+  // Probe calls admitted in HALF_OPEN, in [1, kMaxCountBasedWindowSize].
+  // Default: 10.
   int permitted_number_of_calls_in_half_open_state = 10;
   // How long HALF_OPEN may wait for its verdict before it moves to
   // transition_to_state_after_wait_duration; zero means forever. Default: 0.
@@ -226,7 +236,8 @@ struct CircuitBreakerConfig {
   State transition_to_state_after_wait_duration = State::kOpen;
   // Default: kCountBased.
   SlidingWindowType sliding_window_type = SlidingWindowType::kCountBased;
-  // Calls (kCountBased) or seconds (kTimeBased) in the window (>= 1).
+  // Calls (kCountBased, at most kMaxCountBasedWindowSize) or seconds
+  // (kTimeBased, at most kMaxTimeBasedWindowSeconds) in the window (>= 1).
   // Default: 100.
   int sliding_window_size = 100;
   // Calls the window must hold before a rate is computed (>= 1). Capped at

@@ -18,6 +18,9 @@
 // Times. A breaker's Clock is steady and means nothing outside the process,
 // so every line carries "t_ms", the event's steady time in milliseconds (for
 // ordering and differences), and "retry_in_ms" when the state has an end.
+// Lines leave in the order of their t_ms: a line stamped earlier than the
+// last one on the same clock (a rejection is timed by the coarse clock,
+// behind the transition before it) carries the last one's time.
 // When EventLogOptions::wall_clock is set, lines also carry "ts" and
 // "retry_at" as RFC 3339 UTC times (steady times mapped through the wall
 // clock at the moment the line is written). docs/observability.md has the

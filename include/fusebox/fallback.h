@@ -35,19 +35,12 @@
 #include <utility>
 #include <vector>
 
+#include "fusebox/call_kind.h"
 #include "fusebox/internal/policy_call.h"
 #include "fusebox/result.h"
 #include "fusebox/status.h"
 
 namespace fusebox {
-
-// What a protected call does to the dependency.
-enum class CallKind : std::uint8_t {
-  // Reads, changes nothing: a degraded answer is a product decision.
-  kRead,
-  // Changes something: a fabricated answer is a lie unless designed as one.
-  kWrite,
-};
 
 // Whether a fallback may answer a write.
 enum class WriteFallback : std::uint8_t {
@@ -56,9 +49,6 @@ enum class WriteFallback : std::uint8_t {
   // The fallback also answers writes; its answer must be true for a write.
   kAllowed,
 };
-
-// "read", "write".
-std::string_view CallKindName(CallKind kind) noexcept;
 
 namespace internal {
 // A set of StatusCodes as a bit mask; validates the list (non-empty, no kOk).
@@ -72,6 +62,9 @@ struct FallbackOptions {
   using Return = typename internal::CallReturn<T>::type;
 
   // The failures the fallback answers (non-empty, never kOk). No default.
+  // kRetriesExhausted also matches by its cause(), the last attempt's code:
+  // with kTimeout here, a retry loop that ran out after timeouts is answered
+  // as a timeout would be. Name kRetriesExhausted to answer every such loop.
   std::vector<StatusCode> on_codes = {};
   // The answer, from the failure. It may fail itself. Required.
   std::function<Return(const Status&)> fn = nullptr;
@@ -97,7 +90,11 @@ class Fallback {
   // Whether the fallback answers a call of kind `kind` that ended with
   // `status`.
   bool AppliesTo(CallKind kind, const Status& status) const noexcept {
-    if (status.ok() || (mask_ & Bit(status.code())) == 0) return false;
+    if (status.ok()) return false;
+    const bool named = (mask_ & Bit(status.code())) != 0 ||
+                       (status.code() == StatusCode::kRetriesExhausted &&
+                        status.cause() != StatusCode::kOk && (mask_ & Bit(status.cause())) != 0);
+    if (!named) return false;
     return kind == CallKind::kRead || options_.writes == WriteFallback::kAllowed;
   }
 

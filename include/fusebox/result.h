@@ -9,6 +9,23 @@
 //   if (!cb) return cb.error();
 //   (*cb)->TryAcquire();
 //
+// value() on an error is a bug, but never undefined behaviour: in every build
+// it writes "fusebox: Result::value() on an error: <status>" to stderr and
+// aborts, as absl::StatusOr does without exceptions. operator* and operator->
+// do not check (an assert in debug builds), as in std::expected: use them
+// after testing has_value(). fusebox's own code never relies on the abort.
+//
+// Two macros keep error propagation short, in a function returning Status or
+// Result<U>:
+//
+//   FUSEBOX_RETURN_IF_ERROR(registry->SetConfig("payment", config));  // Status
+//   FUSEBOX_ASSIGN_OR_RETURN(auto breaker, registry->Get("payment"));  // Result<T>
+//
+// RETURN_IF_ERROR takes a Status or a Result<T>; ASSIGN_OR_RETURN declares or
+// assigns its first argument (which may not contain a top-level comma: use a
+// type alias) from the value, or returns the error. Both evaluate their
+// expression once.
+//
 // Thread-compatible: const methods may run concurrently, others need external
 // synchronization.
 #ifndef FUSEBOX_RESULT_H_
@@ -22,6 +39,12 @@
 #include "fusebox/status.h"
 
 namespace fusebox {
+
+namespace internal {
+// Writes "fusebox: Result::value() on an error: <status>" to stderr and
+// aborts: Result<T>::value() without a value.
+[[noreturn]] void DieOfValueOnError(const Status& status) noexcept;
+}  // namespace internal
 
 template <typename T>
 class [[nodiscard]] Result {
@@ -77,15 +100,17 @@ class [[nodiscard]] Result {
   bool has_value() const noexcept { return status_.ok(); }
   explicit operator bool() const noexcept { return has_value(); }
 
-  // The value. Calling these without a value is a bug (asserted).
-  T& value() & noexcept { return assert(has_value()), value_; }
-  const T& value() const& noexcept { return assert(has_value()), value_; }
-  T&& value() && noexcept { return assert(has_value()), std::move(value_); }
-  T& operator*() & noexcept { return value(); }
-  const T& operator*() const& noexcept { return value(); }
-  T&& operator*() && noexcept { return std::move(*this).value(); }
-  T* operator->() noexcept { return &value(); }
-  const T* operator->() const noexcept { return &value(); }
+  // The value. Without one, a bug: the status goes to stderr and the process
+  // aborts, in release builds too.
+  T& value() & noexcept { return CheckValue(), value_; }
+  const T& value() const& noexcept { return CheckValue(), value_; }
+  T&& value() && noexcept { return CheckValue(), std::move(value_); }
+  // The value, unchecked (asserted in debug builds): test has_value() first.
+  T& operator*() & noexcept { return assert(has_value()), value_; }
+  const T& operator*() const& noexcept { return assert(has_value()), value_; }
+  T&& operator*() && noexcept { return assert(has_value()), std::move(value_); }
+  T* operator->() noexcept { return assert(has_value()), &value_; }
+  const T* operator->() const noexcept { return assert(has_value()), &value_; }
 
   // The error; OK when there is a value.
   const Status& error() const& noexcept { return status_; }
@@ -103,6 +128,10 @@ class [[nodiscard]] Result {
   }
 
  private:
+  void CheckValue() const noexcept {
+    if (!has_value()) [[unlikely]]
+      internal::DieOfValueOnError(status_);
+  }
   void Reset() noexcept {
     if (status_.ok()) {
       value_.~T();
@@ -116,6 +145,42 @@ class [[nodiscard]] Result {
   };
 };
 
+namespace internal {
+// The Status of a Status (itself) or of a Result<T> (OK when it holds a
+// value): FUSEBOX_RETURN_IF_ERROR and the policies read any result by it.
+inline const Status& StatusOf(const Status& status) noexcept { return status; }
+template <typename T>
+const Status& StatusOf(const Result<T>& result) noexcept {
+  return result.status();
+}
+}  // namespace internal
+
 }  // namespace fusebox
+
+// Returns the error of `expr` (a Status or a Result<T>) from the enclosing
+// function, which returns Status or Result<U>, if it is not OK.
+#define FUSEBOX_RETURN_IF_ERROR(expr)                                                              \
+  do {                                                                                             \
+    /* Holds a temporary for as long as its status is read. */                                     \
+    auto&& fusebox_result_ = (expr);                                                               \
+    if (const ::fusebox::Status& fusebox_status_ = ::fusebox::internal::StatusOf(fusebox_result_); \
+        !fusebox_status_.ok()) {                                                                   \
+      return ::fusebox::Status(fusebox_status_);                                                   \
+    }                                                                                              \
+  } while (false)
+
+// `lhs = std::move(value)` of the Result<T> `rexpr`, or returns its error
+// from the enclosing function, which returns Status or Result<U>. `lhs` may
+// declare a variable (`auto x`, `std::unique_ptr<Foo> x`) or name one.
+#define FUSEBOX_ASSIGN_OR_RETURN(lhs, rexpr) \
+  FUSEBOX_ASSIGN_OR_RETURN_IMPL_(FUSEBOX_RESULT_CONCAT_(fusebox_result_, __LINE__), lhs, rexpr)
+
+#define FUSEBOX_RESULT_CONCAT_INNER_(a, b) a##b
+#define FUSEBOX_RESULT_CONCAT_(a, b) FUSEBOX_RESULT_CONCAT_INNER_(a, b)
+#define FUSEBOX_ASSIGN_OR_RETURN_IMPL_(result, lhs, rexpr) \
+  auto result = (rexpr);                                   \
+  if (!result.has_value()) [[unlikely]]                    \
+    return std::move(result).error();                      \
+  lhs = *std::move(result)
 
 #endif  // FUSEBOX_RESULT_H_

@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "fusebox/call_kind.h"
 #include "fusebox/clock.h"
 #include "fusebox/internal/mutex.h"
 #include "fusebox/internal/thread_annotations.h"
@@ -138,16 +139,14 @@ class SingleFlight {
 std::string SnapshotKey(std::string_view base,
                         std::vector<std::pair<std::string, std::string>> params);
 
-// Whether a call may make a change (a write is never cached nor served stale).
-enum class CallKind : std::uint8_t { kRead, kWrite };
-
 // Says whether a failed call's Status may be hidden behind a stale snapshot.
 using StaleClassifier = std::function<bool(const Status&)>;
 
 // The default StaleClassifier: true for kUnavailable, kCircuitOpen,
 // kRateLimited and kTimeout (the dependency is down, refuses, or is being
-// spared); false for everything else, notably kInvalidArgument, which is how
-// authorization and invalid-request failures should be reported.
+// spared); false for everything else, notably kUnauthenticated,
+// kPermissionDenied, kNotFound and kInvalidArgument: an authorization or
+// invalid-request failure is never hidden behind stale data.
 bool DefaultMayServeStale(const Status& status) noexcept;
 
 // Where a CachedRead's value came from.

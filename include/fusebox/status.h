@@ -31,7 +31,9 @@
 
 namespace fusebox {
 
-// What went wrong, phrased as what the caller should do about it.
+// What went wrong, phrased as what the caller should do about it. The values
+// are stable (new codes are added at the end); HttpStatusFor() and
+// GrpcCodeFor() below, and docs/status-codes.md, map them to HTTP and gRPC.
 enum class StatusCode : std::uint8_t {
   kOk = 0,
   // A circuit breaker refused the call; retry_at() says when it may admit one.
@@ -50,11 +52,34 @@ enum class StatusCode : std::uint8_t {
   kInvalidArgument,
   // A bug or an unexpected condition inside fusebox.
   kInternal,
+  // What the call names does not exist (HTTP 404, gRPC NOT_FOUND).
+  kNotFound,
+  // The caller is known but may not do this (HTTP 403, PERMISSION_DENIED):
+  // retrying with the same credentials cannot help.
+  kPermissionDenied,
+  // The caller's credentials are missing, wrong or expired (HTTP 401,
+  // UNAUTHENTICATED): refresh them before trying again.
+  kUnauthenticated,
 };
+
+// The last StatusCode: codes run densely from kOk to it.
+inline constexpr StatusCode kLastStatusCode = StatusCode::kUnauthenticated;
 
 // Returns the enumerator's name without the k, e.g. "CircuitOpen", except
 // "OK" for kOk (the conventional spelling, as in absl::Status).
 std::string_view StatusCodeName(StatusCode code) noexcept;
+
+// The table of docs/status-codes.md, both ways. From fusebox to the wire:
+// the HTTP status and the gRPC code (grpc::StatusCode's numeric value) that
+// report `code`, e.g. 503 and 14 (UNAVAILABLE) for kCircuitOpen. From the
+// wire to fusebox: what a dependency's HTTP status or gRPC code means to a
+// caller, e.g. 429 and RESOURCE_EXHAUSTED -> kRateLimited, any 2xx or 3xx ->
+// kOk, a 5xx or gRPC INTERNAL -> kUnavailable (the dependency failed; kInternal
+// is kept for fusebox's own faults). Unknown numbers map to kUnavailable.
+int HttpStatusFor(StatusCode code) noexcept;
+StatusCode StatusCodeFromHttp(int http_status) noexcept;
+int GrpcCodeFor(StatusCode code) noexcept;
+StatusCode StatusCodeFromGrpc(int grpc_code) noexcept;
 
 class [[nodiscard]] Status {
  public:
@@ -68,6 +93,7 @@ class [[nodiscard]] Status {
 
   Status(const Status& other)
       : code_(other.code_),
+        cause_(other.cause_),
         has_retry_at_(other.has_retry_at_),
         reason_(other.reason_),
         retry_at_(other.retry_at_),
@@ -119,6 +145,18 @@ class [[nodiscard]] Status {
   // The static reason given to Rejected(), or "" when there is none.
   std::string_view reason() const noexcept { return reason_ ? reason_ : ""; }
 
+  // The code of the failure behind this one, kOk when none was given. Retry
+  // sets it on kRetriesExhausted to the last attempt's code (kTimeout after
+  // three timeouts), so that a Fallback or a caller can tell why the retries
+  // ran out.
+  StatusCode cause() const noexcept { return cause_; }
+
+  // This status, naming `cause` as the failure behind it (see cause()).
+  Status WithCause(StatusCode cause) && noexcept {
+    cause_ = cause;
+    return std::move(*this);
+  }
+
   // When a retry can make sense, if the refusing guard knows.
   std::optional<TimePoint> retry_at() const noexcept {
     if (!has_retry_at_) return std::nullopt;
@@ -140,6 +178,7 @@ class [[nodiscard]] Status {
 
  private:
   StatusCode code_ = StatusCode::kOk;
+  StatusCode cause_ = StatusCode::kOk;  // In the padding: no size cost.
   bool has_retry_at_ = false;
   const char* reason_ = nullptr;
   TimePoint retry_at_{};

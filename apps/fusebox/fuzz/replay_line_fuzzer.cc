@@ -1,6 +1,7 @@
 // libFuzzer target: the replay trace line parsers on any bytes. Properties
 // checked: no crash, no uncaught exception, no sanitizer report; every error
-// names its line; a parsed event is well formed.
+// names its line; a parsed config builds a breaker; a parsed event is well
+// formed.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -8,12 +9,19 @@
 #include <string_view>
 
 #include "apps/fusebox/trace.h"
+#include "fusebox/circuit_breaker.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view line(reinterpret_cast<const char*>(data), size);
   fusebox::Result<fusebox::CircuitBreakerConfig> config =
       fusebox::app::ParseTraceConfigLine(line, 1);
   if (!config.has_value() && std::string(config.error().message()).rfind("line 1: ", 0) != 0) {
+    std::abort();
+  }
+  // A config that parses is valid, and a breaker on it must be built within
+  // the fuzzer's memory limit: window sizes are bounded by validation
+  // (2147483647 TIME_BASED seconds once reached bad_alloc here).
+  if (config.has_value() && !fusebox::CircuitBreaker::Create("fuzz", *config).has_value()) {
     std::abort();
   }
   fusebox::Result<fusebox::app::TraceEvent> event = fusebox::app::ParseTraceEventLine(line, 7);

@@ -65,12 +65,7 @@ PolicyReturn<F> InvokePlain(F& fn) {
   return InvokeWithToken(fn, std::stop_token());
 }
 
-// The Status of a Status or Result<U>: OK when it holds a value.
-inline const Status& StatusOf(const Status& s) noexcept { return s; }
-template <typename U>
-const Status& StatusOf(const Result<U>& r) noexcept {
-  return r.error();
-}
+// StatusOf(), the Status of a Status or Result<U>, is in fusebox/result.h.
 
 }  // namespace fusebox::internal
 

@@ -114,10 +114,10 @@ std::string JoinPath(std::string_view parent, std::string_view segment) {
 namespace {
 
 // Deeper than any configuration; bounds our recursion, and an alias cycle.
-constexpr int kMaxDepth = 64;
+constexpr int kMaxDepth = kMaxYamlDepth;
 // Aliases let a small text describe a huge tree ("billion laughs"); we copy
 // what they point to, so the copy is bounded.
-constexpr int kMaxNodes = 100000;
+constexpr int kMaxNodes = kMaxYamlValues;
 
 Mark ToMark(const YAML::Mark& m) {
   if (m.is_null() || m.line < 0) return {};

@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "fusebox/yaml/config.h"
+
 namespace fusebox::yaml::internal {
 
 // A position in the source, 1-based; line 0 means unknown.
@@ -92,7 +94,7 @@ struct Node {
 std::string JoinPath(std::string_view parent, std::string_view segment);
 
 // Inputs larger than this are refused (a configuration file is a few KiB).
-inline constexpr std::size_t kMaxInputBytes = 4 << 20;
+inline constexpr std::size_t kMaxInputBytes = kMaxYamlBytes;
 
 // One document of a multi-document file: its tree, and the line its first
 // content starts on.

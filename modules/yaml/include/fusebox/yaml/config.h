@@ -53,6 +53,7 @@
 #ifndef FUSEBOX_YAML_CONFIG_H_
 #define FUSEBOX_YAML_CONFIG_H_
 
+#include <cstddef>
 #include <exception>
 #include <functional>
 #include <map>
@@ -73,6 +74,14 @@
 #include "fusebox/timeout.h"
 
 namespace fusebox::yaml {
+
+// The limits on every YAML text fusebox reads: this loader, and the scripts of
+// `fusebox fake-upstream --script`. A larger file, a document of more values
+// once its aliases are expanded (a "billion laughs" is a few lines), or one
+// nested deeper, is refused with an error naming the limit.
+inline constexpr std::size_t kMaxYamlBytes = 4 << 20;
+inline constexpr int kMaxYamlValues = 100'000;
+inline constexpr int kMaxYamlDepth = 64;
 
 // Resilience4j's interval-function properties, which a breaker uses for its
 // OPEN duration and a retry between attempts. The function they describe is

@@ -775,6 +775,54 @@ TEST_F(RegistryTest, ManyKeysSurviveRemovalsInAnyOrder) {
   EXPECT_EQ(registry_->size(), held.size());
 }
 
+// Lookups racing insertions, LRU evictions, removals and sweeps on a small
+// registry (run under tsan and asan): every Get returns the key's breaker or
+// the overflow breaker, and the registry stays within its ceiling.
+TEST_F(RegistryTest, ConcurrentGetsRemovesAndSweepsStayConsistent) {
+  RegistryOptions o = Options();
+  o.max_breakers = 16;
+  o.max_breakers_hard = 24;
+  o.on_event = nullptr;
+  Build(std::move(o));
+  constexpr int kThreads = 4;
+  std::latch start(kThreads);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t));
+      start.arrive_and_wait();
+      for (int i = 0; i < 4000; ++i) {
+        const std::string key = "k" + std::to_string(rng() % 64);
+        const unsigned op = rng() % 100;
+        if (op < 70) {
+          Result<std::shared_ptr<CircuitBreaker>> b = registry_->Get(key);
+          if (!b || ((*b)->name() != key && (*b)->name() != "overflow:default")) ++wrong;
+          if (b && op < 10) (*b)->ForceOpen(Because("race"));  // protected for a while
+          if (b && op >= 60) (*b)->Reset();
+        } else if (op < 85) {
+          std::shared_ptr<CircuitBreaker> b = registry_->Find(key);
+          if (b && b->name() != key) ++wrong;
+        } else if (op < 97) {
+          registry_->Remove(key);
+        } else {
+          registry_->Sweep();
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(registry_->size(), 24u);
+  std::set<std::string> keys;
+  std::size_t visited = 0;
+  registry_->ForEach([&](const std::string& key, CircuitBreaker&) {
+    keys.insert(key);
+    ++visited;
+  });
+  EXPECT_EQ(keys.size(), visited) << "a key held twice";
+}
+
 // Random Gets, Removes, sweeps, holds, overrides and clock steps, checked
 // after every step against a reference model of what seed 000 promises:
 // a key keeps its breaker until an event says it was dropped; nothing

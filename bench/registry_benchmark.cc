@@ -1,7 +1,24 @@
-// Registry lookup benchmarks: a hit on a registry holding 5,000 breakers.
+// Registry benchmarks: hits on a registry holding 5,000 breakers (a hot 64
+// and all 5,000 in a scattered order, by string_view and by RegistryKey),
+// with the yardsticks measured in the same run (an uncontended fetch_add and
+// a shared_ptr copy, the least a hit that returns a shared_ptr costs), and
+// insertions of 1,000,000 distinct keys whose breakers all trip OPEN (nothing
+// evictable), reporting insertions/s and RSS per 100,000 keys.
+//
+//   fusebox_bench --benchmark_filter=Registry --benchmark_repetitions=5
+//                 --benchmark_report_aggregates_only=true
+//
+// The CPU model is in the output's context ("cpu_model").
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -11,36 +28,161 @@
 namespace fusebox {
 namespace {
 
+constexpr int kKeys = 5000;
+
+[[maybe_unused]] const bool kCpuModel = [] {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const std::size_t colon = line.find(':');
+      benchmark::AddCustomContext("cpu_model",
+                                  colon == std::string::npos ? line : line.substr(colon + 2));
+      return true;
+    }
+  }
+  return false;
+}();
+
+std::string Key(long long i) {
+  return "meta:read:" + std::to_string(17841400000000000LL + i) + ":quota";
+}
+
 Registry& SharedRegistry() {
   static Registry* registry = [] {
     Registry* r = Registry::Create({})->release();
-    for (int i = 0; i < 5000; ++i) {
-      (void)r->Get("meta:read:" + std::to_string(17841400000000000LL + i) + ":quota");
-    }
+    for (int i = 0; i < kKeys; ++i) (void)r->Get(Key(i));
     return r;
   }();
   return *registry;
 }
 
-void BM_Registry_Hit(benchmark::State& state) {
+// 64 keys spread over the 5,000, a different 64 per thread.
+std::vector<int> Hot(int thread) {
+  std::vector<int> ids;
+  for (int i = 0; i < 64; ++i) ids.push_back((i * 13 + thread * 7) % kKeys);
+  return ids;
+}
+
+// All 5,000 keys in a random order, a different order per thread.
+std::vector<int> Scattered(int thread) {
+  std::vector<int> ids(kKeys);
+  for (int i = 0; i < kKeys; ++i) ids[i] = i;
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(1234 + thread));
+  return ids;
+}
+
+template <typename K>
+void Lookups(benchmark::State& state, const std::vector<int>& ids) {
   Registry& registry = SharedRegistry();
-  std::vector<std::string> keys;
-  for (int i = 0; i < 64; ++i) {
-    keys.push_back("meta:read:" +
-                   std::to_string(17841400000000000LL + i * 13 + state.thread_index()) + ":quota");
-  }
+  std::vector<K> keys;
+  keys.reserve(ids.size());
+  for (int id : ids) keys.emplace_back(Key(id));
+  const std::size_t n = keys.size();
   std::size_t i = 0;
   const std::uint64_t allocs_before = bench::Allocations();
   for (auto _ : state) {
-    Result<std::shared_ptr<CircuitBreaker>> b = registry.Get(keys[i++ & 63]);
+    Result<std::shared_ptr<CircuitBreaker>> b = registry.Get(keys[i]);
     benchmark::DoNotOptimize(b);
+    if (++i == n) i = 0;
   }
   state.counters["allocs_per_call"] =
       benchmark::Counter(static_cast<double>(bench::Allocations() - allocs_before) /
                          static_cast<double>(state.iterations()));
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_Registry_Hit)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_Registry_Hot64(benchmark::State& state) {
+  Lookups<std::string>(state, Hot(state.thread_index()));
+}
+void BM_Registry_Scattered5000(benchmark::State& state) {
+  Lookups<std::string>(state, Scattered(state.thread_index()));
+}
+void BM_Registry_Hot64_RegistryKey(benchmark::State& state) {
+  Lookups<RegistryKey>(state, Hot(state.thread_index()));
+}
+void BM_Registry_Scattered5000_RegistryKey(benchmark::State& state) {
+  Lookups<RegistryKey>(state, Scattered(state.thread_index()));
+}
+BENCHMARK(BM_Registry_Hot64)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Registry_Scattered5000)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Registry_Hot64_RegistryKey)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Registry_Scattered5000_RegistryKey)->Threads(1)->Threads(2)->UseRealTime();
+
+// Yardsticks, in the same run. An uncontended atomic increment:
+void BM_Registry_Baseline_FetchAdd(benchmark::State& state) {
+  static std::atomic<std::uint64_t> counter{0};
+  for (auto _ : state) counter.fetch_add(1, std::memory_order_relaxed);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Registry_Baseline_FetchAdd);
+
+// Copying a shared_ptr out of a table and dropping it (two atomic
+// read-modify-writes on its count): the floor of any hit returning one.
+void BM_Registry_Baseline_SharedPtrCopy(benchmark::State& state) {
+  std::vector<std::shared_ptr<int>> ptrs;
+  for (int i = 0; i < 64; ++i) ptrs.push_back(std::make_shared<int>(i));
+  std::size_t i = 0;
+  for (auto _ : state) {
+    std::shared_ptr<int> p = ptrs[i++ & 63];
+    benchmark::DoNotOptimize(p);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Registry_Baseline_SharedPtrCopy);
+
+double RssMiB() {
+  long pages = 0;
+  long resident = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0;
+}
+
+// Distinct keys whose breakers trip OPEN at once (a rate-limiting upstream:
+// nothing is evictable for wait + idle_timeout). Default max_breakers 5,000
+// and max_breakers_hard. Reports insertions/s and RSS of each 100,000 keys;
+// flat when eviction is O(1) and memory is bounded.
+void BM_Registry_AllOpen_DistinctKeys(benchmark::State& state) {
+  const long long total = state.range(0);
+  constexpr long long kBlock = 100000;
+  for (auto _ : state) {
+    CircuitBreakerConfig config;
+    config.sliding_window_size = 1;
+    config.minimum_number_of_calls = 1;
+    config.wait_duration_in_open_state = std::chrono::seconds(30);
+    std::unique_ptr<Registry> registry = *Registry::Create({.default_config = config});
+    auto block_start = std::chrono::steady_clock::now();
+    double first_rate = 0;
+    double last_rate = 0;
+    for (long long i = 0; i < total; ++i) {
+      std::shared_ptr<CircuitBreaker> b = *registry->Get(Key(1000000000LL + i));
+      if (Result<Permit> p = b->TryAcquire()) p->Failure(Duration::zero());
+      if ((i + 1) % kBlock == 0) {
+        const auto end = std::chrono::steady_clock::now();
+        const double rate =
+            static_cast<double>(kBlock) / std::chrono::duration<double>(end - block_start).count();
+        if (i + 1 == kBlock) first_rate = rate;
+        last_rate = rate;
+        std::printf("all-open keys %7lld: %9.0f inserts/s  rss %7.1f MiB  breakers %zu\n", i + 1,
+                    rate, RssMiB(), registry->size());
+        std::fflush(stdout);
+        block_start = std::chrono::steady_clock::now();
+      }
+    }
+    state.counters["first_100k_per_s"] = first_rate;
+    state.counters["last_100k_per_s"] = last_rate;
+    state.counters["rss_mib"] = RssMiB();
+    state.counters["breakers"] = static_cast<double>(registry->size());
+  }
+}
+BENCHMARK(BM_Registry_AllOpen_DistinctKeys)
+    ->Arg(1000000)
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace fusebox

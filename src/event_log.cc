@@ -258,6 +258,7 @@ void EventLog::OnRegistryEvent(const RegistryEvent& event) {
   o.Str("event", "registry").Str("kind", RegistryEventKindName(event.kind));
   if (!event.key.empty()) o.Str("breaker", event.key);
   o.Uint("size", event.size);
+  if (event.count != 0) o.Uint("count", event.count);
   if (core_->options.wall_clock) o.Time("ts", core_->options.wall_clock());
   core_->Write(std::move(o).Done());
 }

@@ -187,7 +187,7 @@ struct MetricsCollector::Core {
   std::map<std::string, std::shared_ptr<const SharedState>, std::less<>> shared_states
       FUSEBOX_GUARDED_BY(mu);
 
-  std::atomic<std::uint64_t> registry_events[5] = {};
+  std::atomic<std::uint64_t> registry_events[6] = {};
 };
 
 class MetricsCollector::Listener final : public CircuitBreakerListener {
@@ -254,7 +254,7 @@ void MetricsCollector::Attach(CircuitBreaker& breaker) {
 
 void MetricsCollector::OnRegistryEvent(const RegistryEvent& event) {
   const auto i = static_cast<std::size_t>(event.kind);
-  if (i < 5) core_->registry_events[i].fetch_add(1, std::memory_order_relaxed);
+  if (i < 6) core_->registry_events[i].fetch_add(1, std::memory_order_relaxed);
 }
 
 void MetricsCollector::AddThreadPoolBulkhead(std::string name, const ThreadPoolBulkhead& bulkhead) {
@@ -352,9 +352,10 @@ MetricsSnapshot MetricsCollector::Collect(const Registry& registry) const {
   });
   RegistrySample r;
   r.breakers = registry.size();
-  for (std::size_t i = 0; i < 5; ++i) {
+  for (std::size_t i = 0; i < 6; ++i) {
     r.events[i] = core_->registry_events[i].load(std::memory_order_relaxed);
   }
+  r.overflowed = registry.stats().overflowed;
   snapshot.registry = r;
   return snapshot;
 }

@@ -598,16 +598,20 @@ void WriteRegistry(Writer& w, const RegistrySample& r) {
   w.Header("circuitbreaker_registry_size", "gauge", "Circuit breakers held by the registry");
   w.Unlabelled("circuitbreaker_registry_size", static_cast<std::uint64_t>(r.breakers));
   w.Header("circuitbreaker_registry_events_total", "counter",
-           "Registry events: breakers created, evicted (idle, lru), removed, capacity exceeded");
+           "Registry events: breakers created, evicted (idle, lru), removed, capacity exceeded, "
+           "overflow (rate-limited)");
   constexpr RegistryEvent::Kind kRegistryEventKinds[] = {
-      RegistryEvent::Kind::kCreated, RegistryEvent::Kind::kEvictedIdle,
-      RegistryEvent::Kind::kEvictedLru, RegistryEvent::Kind::kRemoved,
-      RegistryEvent::Kind::kCapacityExceeded};
+      RegistryEvent::Kind::kCreated,          RegistryEvent::Kind::kEvictedIdle,
+      RegistryEvent::Kind::kEvictedLru,       RegistryEvent::Kind::kRemoved,
+      RegistryEvent::Kind::kCapacityExceeded, RegistryEvent::Kind::kOverflow};
   for (RegistryEvent::Kind k : kRegistryEventKinds) {
     w.Open("circuitbreaker_registry_events_total");
     w.RawLabel("kind", RegistryEventKindName(k), true);
     w.Close(r.events[static_cast<int>(k)]);
   }
+  w.Header("circuitbreaker_registry_overflow_calls_total", "counter",
+           "Gets answered by a template's overflow breaker: the registry held max_breakers_hard");
+  w.Unlabelled("circuitbreaker_registry_overflow_calls_total", r.overflowed);
 }
 
 template <typename Sample, typename Value>

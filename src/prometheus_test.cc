@@ -151,6 +151,25 @@ TEST(Prometheus, MaskKeySegmentsReplacesOnlyTheNamedSegments) {
   EXPECT_EQ(MaskKeySegments({0, 3}, '/')("x/y/z/w/v"), "*/y/z/*/v");
 }
 
+// Every Get answered by an overflow breaker is counted; the event (a
+// warning in logs) is rate-limited.
+TEST(Prometheus, OverflowGetsAreCounted) {
+  ManualClock clock;
+  auto metrics = std::make_shared<MetricsCollector>();
+  RegistryOptions options{.clock = &clock, .max_breakers = 1, .max_breakers_hard = 1};
+  options.on_create = [](CircuitBreaker& b) { b.ForceOpen(); };
+  ObserveRegistry(options, {metrics});
+  auto registry = std::move(*Registry::Create(std::move(options)));
+  (void)registry->Get("held");
+  (void)registry->Get("over-1");
+  (void)registry->Get("over-2");
+  const std::string text = RenderPrometheus(metrics->Collect(*registry));
+  EXPECT_THAT(text, HasSubstr("resilience4j_circuitbreaker_registry_overflow_calls_total 2\n"));
+  EXPECT_THAT(text, HasSubstr("resilience4j_circuitbreaker_registry_events_total"
+                              "{kind=\"overflow\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("name=\"overflow:default\""));
+}
+
 TEST(Prometheus, EvictedBreakersSeriesDisappear) {
   ManualClock clock;
   auto metrics = std::make_shared<MetricsCollector>();

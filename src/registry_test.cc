@@ -1,6 +1,8 @@
 // Tests for fusebox::Registry on a ManualClock: creation from templates,
 // lookup, removal, the idle sweep, the LRU bound, the protection of breakers
-// that must not be dropped, events and the on_create hook.
+// that must not be dropped, events, the on_create hook, the hard ceiling and
+// its overflow breakers, the cost of eviction when nothing can be dropped,
+// and a randomized comparison against a reference model.
 
 #include "fusebox/registry.h"
 
@@ -10,8 +12,10 @@
 #include <atomic>
 #include <chrono>
 #include <latch>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -592,6 +596,412 @@ TEST_F(RegistryTest, OnCreateCanAddListeners) {
   FailOnce(*k);
   EXPECT_EQ(k->state(), State::kOpen);
   EXPECT_EQ(counter->transitions.load(), 1);
+}
+
+TEST_F(RegistryTest, CreateValidatesTheHardCeiling) {
+  {
+    RegistryOptions o = Options();
+    o.max_breakers = 10;
+    o.max_breakers_hard = 9;
+    Result<std::unique_ptr<Registry>> r = Registry::Create(std::move(o));
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.error().message().find("max_breakers_hard"), std::string_view::npos) << r.error();
+  }
+  {
+    // 0: four times max_breakers. With everything protected, the fifth key
+    // of max_breakers 1 is the first without a breaker of its own.
+    RegistryOptions o = Options();
+    o.max_breakers = 1;
+    o.on_create = [](CircuitBreaker& cb) { cb.ForceOpen(Because("test")); };
+    Build(std::move(o));
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(Get("k" + std::to_string(i))->name(), "k" + std::to_string(i));
+    EXPECT_EQ(Get("k4")->name(), "overflow:default");
+    EXPECT_EQ(registry_->size(), 4u);
+  }
+}
+
+// Beyond max_breakers_hard, with nothing evictable, a new key shares its
+// template's overflow breaker; a key already held keeps its own; room made
+// later gives new keys their own breakers again.
+TEST_F(RegistryTest, BeyondTheHardCeilingNewKeysShareTheTemplatesOverflowBreaker) {
+  RegistryOptions o = Options();
+  o.max_breakers = 2;
+  o.max_breakers_hard = 3;
+  o.on_create = [](CircuitBreaker& cb) { cb.ForceOpen(Because("test")); };
+  Build(std::move(o));
+  ASSERT_TRUE(registry_->AddConfig("fast", SmallConfig(3)).ok());
+  std::shared_ptr<CircuitBreaker> a = Get("a");
+  Get("b");
+  Get("c");
+  ASSERT_EQ(registry_->size(), 3u);
+  ClearEvents();
+
+  std::shared_ptr<CircuitBreaker> d = Get("d");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->name(), "overflow:default");
+  EXPECT_EQ(d->state(), State::kForcedOpen) << "on_create runs for overflow breakers too";
+  EXPECT_EQ(registry_->Find("d"), nullptr) << "an overflowed key is not held";
+  EXPECT_EQ(registry_->size(), 3u);
+  EXPECT_EQ(Get("e"), d) << "one overflow breaker per template";
+  EXPECT_EQ(Get("a"), a) << "a key already held keeps its breaker";
+  std::shared_ptr<CircuitBreaker> f = Get("f", "fast");
+  EXPECT_EQ(f->name(), "overflow:fast");
+  EXPECT_EQ(f->config().sliding_window_size, 3);
+  EXPECT_EQ(registry_->stats().overflowed, 3u);
+  // Reported once per sweep_interval, with the count since the last report.
+  EXPECT_EQ(EventsOf(Kind::kOverflow), (std::vector<Event>{{Kind::kOverflow, "d", 3}}));
+  EXPECT_TRUE(EventsOf(Kind::kCreated).empty());
+
+  std::set<std::string> seen;
+  registry_->ForEach([&](const std::string& key, CircuitBreaker&) { seen.insert(key); });
+  EXPECT_EQ(seen, (std::set<std::string>{"a", "b", "c", "overflow:default", "overflow:fast"}));
+
+  ASSERT_TRUE(registry_->Remove("b"));
+  std::shared_ptr<CircuitBreaker> g = Get("g");
+  EXPECT_EQ(g->name(), "g");
+  EXPECT_EQ(registry_->size(), 3u);
+}
+
+TEST_F(RegistryTest, OverflowIsReportedAtMostOncePerSweepIntervalWithACount) {
+  RegistryOptions o = Options();
+  o.max_breakers = 1;
+  o.max_breakers_hard = 1;
+  o.sweep_interval = 10s;
+  o.on_create = [](CircuitBreaker& cb) { cb.ForceOpen(Because("test")); };
+  std::vector<std::uint64_t> counts;
+  o.on_event = [&counts, record = o.on_event](const RegistryEvent& e) {
+    record(e);
+    if (e.kind == Kind::kOverflow) counts.push_back(e.count);
+  };
+  Build(std::move(o));
+  Get("held");
+  Get("o1");
+  Get("o2");
+  clock_.Advance(9s);
+  Get("o3");
+  EXPECT_EQ(EventsOf(Kind::kOverflow), (std::vector<Event>{{Kind::kOverflow, "o1", 1}}));
+  clock_.Advance(1s);
+  Get("o4");
+  EXPECT_EQ(EventsOf(Kind::kOverflow),
+            (std::vector<Event>{{Kind::kOverflow, "o1", 1}, {Kind::kOverflow, "o4", 1}}));
+  EXPECT_EQ(counts, (std::vector<std::uint64_t>{1, 3})) << "o4 reports o2, o3 and itself";
+  EXPECT_EQ(registry_->stats().overflowed, 4u);
+}
+
+// seed 000's growth past max_breakers when everything is protected, at O(1)
+// per insertion: a protected breaker found at the end of the LRU queue is set
+// aside until the next sweep instead of being looked at by every insertion.
+TEST_F(RegistryTest, EvictionCostStaysConstantPerInsertionWhenNothingIsEvictable) {
+  constexpr std::size_t kMax = 640;
+  constexpr std::size_t kInserts = 20000;
+  RegistryOptions o = Options();
+  o.max_breakers = kMax;
+  o.max_breakers_hard = 1000000;
+  o.on_create = [](CircuitBreaker& cb) { cb.ForceOpen(Because("test")); };
+  Build(std::move(o));
+  for (std::size_t i = 0; i < kInserts; ++i) Get("k" + std::to_string(i));
+  EXPECT_EQ(registry_->size(), kInserts);
+  const RegistryStats stats = registry_->stats();
+  EXPECT_EQ(stats.lru_runs, kInserts - kMax);
+  EXPECT_LE(stats.lru_visits, 2 * stats.lru_runs) << "breakers looked at per insertion grew";
+  // Reported when first exceeded and then every max/64 = 10 more.
+  std::vector<Event> exceeded = EventsOf(Kind::kCapacityExceeded);
+  ASSERT_FALSE(exceeded.empty());
+  EXPECT_EQ(exceeded.front().size, kMax + 1);
+  EXPECT_EQ(exceeded.size(), (kInserts - kMax - 1) / 10 + 1);
+}
+
+// A protected breaker set aside is looked at again by the next sweep: once
+// it can be dropped, the LRU bound drops it.
+TEST_F(RegistryTest, ASetAsideBreakerIsDroppedAfterTheNextSweepOnceUnprotected) {
+  RegistryOptions o = Options();
+  o.max_breakers = 2;
+  Build(std::move(o));
+  std::shared_ptr<CircuitBreaker> p1 = Get("p1");
+  p1->ForceOpen(Because("test"));
+  clock_.Advance(1s);
+  std::shared_ptr<CircuitBreaker> p2 = Get("p2");
+  p2->ForceOpen(Because("test"));
+  clock_.Advance(1s);
+  Get("p3");  // both set aside: over capacity
+  EXPECT_EQ(registry_->size(), 3u);
+  p1->Reset();
+  p1.reset();
+  clock_.Advance(1s);
+  EXPECT_EQ(registry_->Sweep(), 1u);
+  EXPECT_EQ(registry_->Find("p1"), nullptr);
+  EXPECT_NE(registry_->Find("p2"), nullptr);
+  EXPECT_NE(registry_->Find("p3"), nullptr);
+  EXPECT_EQ(registry_->size(), 2u);
+  EXPECT_EQ(EventsOf(Kind::kEvictedLru).back().key, "p1");
+}
+
+TEST_F(RegistryTest, RegistryKeyFindsTheSameBreakerAsItsString) {
+  Build(Options());
+  const RegistryKey key("meta:read:17841400000000000:quota");
+  EXPECT_EQ(key.hash(), RegistryKey::Hash(key.key()));
+  std::shared_ptr<CircuitBreaker> a = Get(key.key());
+  Result<std::shared_ptr<CircuitBreaker>> b = registry_->Get(key);
+  ASSERT_TRUE(b.has_value()) << b.error();
+  EXPECT_EQ(*b, a);
+  EXPECT_EQ(registry_->size(), 1u);
+  EXPECT_EQ(registry_->Get(RegistryKey("")).error().code(), StatusCode::kInvalidArgument);
+}
+
+// Keys whose hashes share their low bits (one probe run) and keys that are
+// prefixes of each other: insertion, lookup and removal in any order keep
+// every other key findable (the table's backward-shift deletion).
+TEST_F(RegistryTest, ManyKeysSurviveRemovalsInAnyOrder) {
+  RegistryOptions o = Options();
+  o.max_breakers = 100000;
+  Build(std::move(o));
+  std::vector<std::string> keys;
+  for (int i = 0; i < 3000; ++i)
+    keys.push_back(std::string(static_cast<std::size_t>(i % 40), 'k') + std::to_string(i));
+  std::map<std::string, std::shared_ptr<CircuitBreaker>> held;
+  for (const std::string& k : keys) held[k] = Get(k);
+  std::mt19937 rng(7);
+  std::shuffle(keys.begin(), keys.end(), rng);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (i % 2 == 0) {
+      ASSERT_TRUE(registry_->Remove(keys[i])) << keys[i];
+      held.erase(keys[i]);
+    }
+  }
+  for (const auto& [k, b] : held) ASSERT_EQ(registry_->Find(k), b) << k;
+  for (std::size_t i = 0; i < keys.size(); i += 2) ASSERT_EQ(registry_->Find(keys[i]), nullptr);
+  EXPECT_EQ(registry_->size(), held.size());
+}
+
+// Lookups racing insertions, LRU evictions, removals and sweeps on a small
+// registry (run under tsan and asan): every Get returns the key's breaker or
+// the overflow breaker, and the registry stays within its ceiling.
+TEST_F(RegistryTest, ConcurrentGetsRemovesAndSweepsStayConsistent) {
+  RegistryOptions o = Options();
+  o.max_breakers = 16;
+  o.max_breakers_hard = 24;
+  o.on_event = nullptr;
+  Build(std::move(o));
+  constexpr int kThreads = 4;
+  std::latch start(kThreads);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t));
+      start.arrive_and_wait();
+      for (int i = 0; i < 4000; ++i) {
+        const std::string key = "k" + std::to_string(rng() % 64);
+        const unsigned op = rng() % 100;
+        if (op < 70) {
+          Result<std::shared_ptr<CircuitBreaker>> b = registry_->Get(key);
+          if (!b || ((*b)->name() != key && (*b)->name() != "overflow:default")) ++wrong;
+          if (b && op < 10) (*b)->ForceOpen(Because("race"));  // protected for a while
+          if (b && op >= 60) (*b)->Reset();
+        } else if (op < 85) {
+          std::shared_ptr<CircuitBreaker> b = registry_->Find(key);
+          if (b && b->name() != key) ++wrong;
+        } else if (op < 97) {
+          registry_->Remove(key);
+        } else {
+          registry_->Sweep();
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(registry_->size(), 24u);
+  std::set<std::string> keys;
+  std::size_t visited = 0;
+  registry_->ForEach([&](const std::string& key, CircuitBreaker&) {
+    keys.insert(key);
+    ++visited;
+  });
+  EXPECT_EQ(keys.size(), visited) << "a key held twice";
+}
+
+// Random Gets, Removes, sweeps, holds, overrides and clock steps, checked
+// after every step against a reference model of what seed 000 promises:
+// a key keeps its breaker until an event says it was dropped; nothing
+// protected is dropped; an idle drop follows idle_timeout without a Get,
+// and a sweep drops every such breaker; the registry grows past
+// max_breakers only when nothing (not set aside since the last sweep) could
+// be dropped, and never past max_breakers_hard, where a new key gets the
+// overflow breaker.
+class RegistryModel {
+ public:
+  explicit RegistryModel(unsigned seed) : rng_(seed) {}
+
+  void Run(int steps) {
+    RegistryOptions o;
+    o.clock = &clock_;
+    o.max_breakers = kMax;
+    o.max_breakers_hard = kHard;
+    o.idle_timeout = 15min;
+    o.sweep_interval = std::chrono::hours(100000);  // sweeps only when the model asks
+    o.on_event = [this](const RegistryEvent& e) {
+      events_.push_back({e.kind, std::string(e.key), e.size});
+    };
+    registry_ = std::move(*Registry::Create(std::move(o)));
+    for (int step = 0; step < steps && !::testing::Test::HasFailure(); ++step) {
+      const int op = Pick(100);
+      std::string key = "key:" + std::to_string(Pick(kUniverse));
+      if (op < 55) {
+        DoGet(key);
+      } else if (op < 70) {
+        clock_.Advance(std::chrono::seconds(Pick(300)));
+      } else if (op < 78) {
+        DoHold(key);
+      } else if (op < 86) {
+        DoForce(key);
+      } else if (op < 93) {
+        DoSweep();
+      } else {
+        DoRemove(key);
+      }
+      Check(step);
+    }
+  }
+
+ private:
+  static constexpr std::size_t kMax = 8;
+  static constexpr std::size_t kHard = 12;
+  static constexpr int kUniverse = 30;
+
+  struct Key {
+    // Weak: a strong reference would make every breaker "in use".
+    std::weak_ptr<CircuitBreaker> breaker;
+    TimePoint last_get;
+    std::shared_ptr<CircuitBreaker> held;  // kept by "the caller"
+    bool forced = false;
+    bool maybe_set_aside = false;  // protected at some time since the last sweep
+    bool Protected() const { return held != nullptr || forced; }
+  };
+
+  int Pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+
+  bool AnyDroppable() const {
+    for (const auto& [k, m] : model_) {
+      if (!m.Protected() && !m.maybe_set_aside) return true;
+    }
+    return false;
+  }
+
+  // Applies the events of one step to the model, checking each drop.
+  void Drain(const std::string& context) {
+    for (const Event& e : events_) {
+      if (e.kind != Kind::kEvictedIdle && e.kind != Kind::kEvictedLru) continue;
+      auto it = model_.find(e.key);
+      ASSERT_NE(it, model_.end()) << context << ": dropped unknown " << e;
+      EXPECT_FALSE(it->second.Protected()) << context << ": dropped protected " << e;
+      if (e.kind == Kind::kEvictedIdle) {
+        EXPECT_GE(clock_.Now() - it->second.last_get, 15min) << context << ": " << e;
+      }
+      model_.erase(it);
+    }
+    events_.clear();
+  }
+
+  void DoGet(const std::string& key) {
+    const std::size_t before = model_.size();
+    const bool droppable = AnyDroppable();
+    Result<std::shared_ptr<CircuitBreaker>> r = registry_->Get(key);
+    ASSERT_TRUE(r.has_value()) << r.error();
+    auto it = model_.find(key);
+    if (it != model_.end()) {
+      EXPECT_EQ(*r, it->second.breaker.lock()) << "Get " << key << " changed its breaker";
+      it->second.last_get = clock_.Now();
+      events_.clear();
+      return;
+    }
+    Drain("Get " + key);
+    if ((*r)->name() == "overflow:default") {
+      EXPECT_GE(model_.size(), kHard) << "overflow below the ceiling";
+      EXPECT_FALSE(droppable) << "overflow while a breaker could be dropped";
+      return;
+    }
+    EXPECT_EQ((*r)->name(), key);
+    Key& m = model_[key];
+    m.breaker = *r;
+    m.last_get = clock_.Now();
+    if (droppable && before >= kMax) {
+      EXPECT_LE(model_.size(), before) << "grew past max_breakers with something droppable";
+    }
+    // Often protected from the start, so that the registry fills up with
+    // breakers it cannot drop and reaches its ceiling.
+    if (Pick(2) == 0) DoForce(key);
+  }
+
+  void DoHold(const std::string& key) {
+    auto it = model_.find(key);
+    if (it == model_.end()) return;
+    if (it->second.held) {
+      it->second.held.reset();
+    } else {
+      it->second.held = registry_->Find(key);
+      it->second.maybe_set_aside = true;
+    }
+  }
+
+  void DoForce(const std::string& key) {
+    auto it = model_.find(key);
+    if (it == model_.end()) return;
+    std::shared_ptr<CircuitBreaker> b = it->second.breaker.lock();
+    ASSERT_NE(b, nullptr) << key;
+    if (it->second.forced) {
+      b->Reset();
+    } else {
+      b->ForceOpen(Because("model"));
+      it->second.maybe_set_aside = true;
+    }
+    it->second.forced = !it->second.forced;
+  }
+
+  void DoSweep() {
+    registry_->Sweep();
+    const TimePoint now = clock_.Now();
+    Drain("Sweep");
+    for (auto& [k, m] : model_) {
+      EXPECT_FALSE(!m.Protected() && now - m.last_get >= 15min) << "Sweep kept idle " << k;
+      m.maybe_set_aside = m.Protected();
+    }
+    if (model_.size() > kMax) {
+      for (const auto& [k, m] : model_) {
+        EXPECT_TRUE(m.Protected())
+            << "Sweep left the registry over max_breakers with " << k << " droppable";
+      }
+    }
+  }
+
+  void DoRemove(const std::string& key) {
+    const bool existed = model_.erase(key) > 0;
+    EXPECT_EQ(registry_->Remove(key), existed) << "Remove " << key;
+    events_.clear();
+  }
+
+  void Check(int step) {
+    ASSERT_EQ(registry_->size(), model_.size()) << "step " << step;
+    ASSERT_LE(registry_->size(), kHard) << "step " << step;
+    for (const auto& [k, m] : model_) {
+      ASSERT_EQ(registry_->Find(k), m.breaker.lock()) << "step " << step << " key " << k;
+    }
+  }
+
+  ManualClock clock_;
+  std::mt19937 rng_;
+  std::vector<Event> events_;
+  std::map<std::string, Key> model_;
+  std::unique_ptr<Registry> registry_;  // after clock_: destroyed first
+};
+
+TEST(RegistryRandomized, AgreesWithTheReferenceModel) {
+  for (unsigned seed = 1; seed <= 200 && !::testing::Test::HasFailure(); ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    RegistryModel(seed).Run(1500);
+  }
 }
 
 }  // namespace

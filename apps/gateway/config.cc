@@ -374,7 +374,18 @@ void ParseTop(Parser& p, const YAML::Node& root, GatewayConfig& c) {
   }
 
   if (const YAML::Node b = root["breakers"]; b.IsDefined() && p.IsMap(b, "breakers")) {
-    p.CheckKeys(b, "breakers", {"transient", "quota"});
+    p.CheckKeys(b, "breakers", {"transient", "quota", "max_breakers", "max_breakers_hard"});
+    if (auto v = p.Integer(b, "max_breakers", "breakers", 1, 10000000)) {
+      c.breakers.max_breakers = static_cast<std::size_t>(*v);
+    }
+    if (auto v = p.Integer(b, "max_breakers_hard", "breakers", 0, 40000000)) {
+      if (*v != 0 && static_cast<std::size_t>(*v) < c.breakers.max_breakers) {
+        p.Error(b["max_breakers_hard"], "breakers.max_breakers_hard",
+                "must be 0 (4 x max_breakers) or >= max_breakers");
+      } else {
+        c.breakers.max_breakers_hard = static_cast<std::size_t>(*v);
+      }
+    }
     if (const YAML::Node t = b["transient"]; t.IsDefined() && p.IsMap(t, "breakers.transient")) {
       const std::string tp = "breakers.transient";
       p.CheckKeys(t, tp, {"window", "minimum_calls", "failure_rate", "open_for"});

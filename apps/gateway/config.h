@@ -101,6 +101,11 @@ struct BreakersConfig {
   Duration transient_open_for = std::chrono::seconds(30);
   std::chrono::seconds quota_default_wait{120};
   std::chrono::seconds quota_max_wait = std::chrono::hours(24);
+  // The registry's bounds (RegistryOptions): breakers kept before the least
+  // recently used are dropped, and the ceiling beyond which a new key shares
+  // its template's overflow breaker (0: 4 x max_breakers).
+  std::size_t max_breakers = 5000;
+  std::size_t max_breakers_hard = 0;
 };
 
 struct GatewayConfig {

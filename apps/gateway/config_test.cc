@@ -31,6 +31,8 @@ admin:
   token_env: TOKEN_VAR
   audit_log: /tmp/audit.jsonl
 breakers:
+  max_breakers: 300
+  max_breakers_hard: 900
   transient:
     window: 20s
     minimum_calls: 5
@@ -74,6 +76,8 @@ TEST(GatewayConfig, LoadsEveryField) {
   EXPECT_EQ(c->admin->token, "tok");
   EXPECT_EQ(c->breakers.transient_minimum_calls, 5);
   EXPECT_EQ(c->breakers.quota_default_wait, std::chrono::seconds(60));
+  EXPECT_EQ(c->breakers.max_breakers, 300u);
+  EXPECT_EQ(c->breakers.max_breakers_hard, 900u);
   ASSERT_EQ(c->upstreams.size(), 1u);
   EXPECT_EQ(c->upstreams[0].host, "graph.local");
   EXPECT_EQ(c->upstreams[0].port, 9000);
@@ -93,6 +97,23 @@ TEST(GatewayConfig, LoadsEveryField) {
   EXPECT_GT(t.failure_rate_threshold, 40.0f);
   EXPECT_LT(t.failure_rate_threshold, 40.001f);
   EXPECT_EQ(t.wait_duration_in_open_state, std::chrono::seconds(15));
+}
+
+TEST(GatewayConfig, RegistryBoundsAreChecked) {
+  const auto parse = [](const std::string& breakers) {
+    return ParseGatewayConfig("breakers:\n" + breakers + "upstreams: []\nroutes: []\n", "gw.yaml",
+                              Env("tok"));
+  };
+  Result<GatewayConfig> defaults = parse("  quota:\n    default_wait: 60s\n");
+  ASSERT_TRUE(defaults.has_value()) << defaults.error();
+  EXPECT_EQ(defaults->breakers.max_breakers, 5000u);
+  EXPECT_EQ(defaults->breakers.max_breakers_hard, 0u) << "0: the registry's 4 x max_breakers";
+  Result<GatewayConfig> below = parse("  max_breakers: 100\n  max_breakers_hard: 99\n");
+  ASSERT_FALSE(below.has_value());
+  EXPECT_THAT(std::string(below.error().message()), HasSubstr("breakers.max_breakers_hard"));
+  Result<GatewayConfig> zero = parse("  max_breakers: 0\n");
+  ASSERT_FALSE(zero.has_value());
+  EXPECT_THAT(std::string(zero.error().message()), HasSubstr("breakers.max_breakers"));
 }
 
 TEST(GatewayConfig, ErrorsNameFileLineColumnAndKey) {

@@ -656,7 +656,9 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
   });
   observers.push_back(impl->feed);
 
-  RegistryOptions registry_options{.clock = impl->clock};
+  RegistryOptions registry_options{.clock = impl->clock,
+                                   .max_breakers = config.breakers.max_breakers,
+                                   .max_breakers_hard = config.breakers.max_breakers_hard};
   ObserveRegistry(registry_options, std::move(observers));
   Result<std::unique_ptr<Registry>> registry = Registry::Create(std::move(registry_options));
   if (!registry) return registry.error();

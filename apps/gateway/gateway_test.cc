@@ -217,6 +217,54 @@ TEST_F(GatewayTest, RateLimitWithoutSnapshotIs429WithRetryAfterThenFailsFast) {
   EXPECT_EQ(Get("/v1/instagram/accounts/999/media").status, 200);
 }
 
+// breakers.max_breakers_hard bounds the registry when nothing can be
+// dropped: an upstream rate-limits every account (every quota circuit OPEN),
+// and beyond the ceiling a new account shares the quota template's overflow
+// breaker, which the first 429 opens; later new accounts then fail fast
+// without an upstream call instead of growing the registry.
+TEST(GatewayRegistryCeiling, NewAccountsBeyondTheCeilingShareAnOverflowBreaker) {
+  testing::ManualClock clock;
+  testing::ManualClock upstream_clock;
+  std::ostringstream log;
+  auto up = FakeUpstream::Start({.clock = &upstream_clock});
+  ASSERT_TRUE(up.has_value()) << up.error();
+  ASSERT_TRUE(
+      (*up)
+          ->SetRoute(
+              {"GET", "/v19.0/*/media", {{.status = 429, .headers = {{"Retry-After", "600"}}}}})
+          .ok());
+  const std::string audit = ::testing::TempDir() + "gw_audit_ceiling.jsonl";
+  std::unique_ptr<Gateway> gw = StartGateway(
+      ConfigYaml((*up)->url(), audit) + "breakers:\n  max_breakers: 2\n  max_breakers_hard: 4\n",
+      "ceiling.yaml", clock, log);
+  ASSERT_NE(gw, nullptr);
+  const auto get = [&](int account) {
+    Result<HttpReply> r = HttpFetch(gw->address(), "GET",
+                                    "/v1/instagram/accounts/" + std::to_string(account) + "/media");
+    EXPECT_TRUE(r.has_value()) << r.error();
+    return r.has_value() ? *r : HttpReply{};
+  };
+  // The first accounts get breakers of their own (two each), OPEN; the
+  // first whose quota call goes through the overflow breaker opens it.
+  for (int account = 1; account <= 4; ++account) EXPECT_EQ(get(account).status, 429) << account;
+  const std::int64_t calls = (*up)->TotalCalls();
+  EXPECT_LE(calls, 4);
+  for (int account = 5; account <= 20; ++account) {
+    HttpReply r = get(account);
+    EXPECT_EQ(r.status, 429) << account;
+    EXPECT_EQ(Json::parse(r.body, nullptr, false)["error"]["circuit_open"], true) << account;
+  }
+  EXPECT_EQ((*up)->TotalCalls(), calls) << "new accounts beyond the ceiling called the upstream";
+  EXPECT_LE(gw->registry().size(), 4u);
+  EXPECT_GE(gw->registry().stats().overflowed, 16u);
+  bool overflow_open = false;
+  gw->registry().ForEach([&](const std::string& name, CircuitBreaker& b) {
+    if (name == "overflow:meta.provider.quota") overflow_open = b.state() == State::kOpen;
+  });
+  EXPECT_TRUE(overflow_open);
+  gw->Shutdown();
+}
+
 TEST_F(GatewayTest, RateLimitServesTheStaleSnapshotMarkedPerRfc9211) {
   ASSERT_TRUE(upstream_
                   ->SetRoute({"GET",

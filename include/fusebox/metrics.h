@@ -158,7 +158,10 @@ struct RetrySample {
 struct RegistrySample {
   std::size_t breakers = 0;
   // Indexed by RegistryEvent::Kind.
-  std::uint64_t events[5] = {0, 0, 0, 0, 0};
+  std::uint64_t events[6] = {0, 0, 0, 0, 0, 0};
+  // Gets answered by an overflow breaker (Registry::stats().overflowed): the
+  // kOverflow events are rate-limited, this counts every one.
+  std::uint64_t overflowed = 0;
 };
 
 struct MetricsSnapshot {

@@ -15,23 +15,47 @@
 //     ended more than idle_timeout ago (OPEN ends lazily, on a call, so a
 //     tripped key nobody asks for again would otherwise stay for ever);
 //   - when every breaker is protected, the registry grows past max_breakers
-//     and reports a kCapacityExceeded event instead of dropping one.
-// Sweeping is opportunistic: at most once per sweep_interval (default 1 min),
-// on the calling path of Get(); there is no background thread.
+//     and reports a kCapacityExceeded event instead of dropping one (again
+//     each time it has grown by another 1/64 of max_breakers);
+//   - it never grows past max_breakers_hard (default 4 x max_breakers): a key
+//     that would need a breaker beyond that is answered by its template's
+//     overflow breaker, one per template, named "overflow:<template>", shared
+//     by every such key until the registry has room again. Such keys are not
+//     held (Find() does not see them); stats().overflowed counts these Gets
+//     and a kOverflow event reports them at most once per sweep_interval.
+//     A shared breaker, not a refusal, so that callers need no new error path
+//     and an upstream that rate-limits everyone still trips one breaker that
+//     fails fast for all the keys without a breaker of their own.
+//
+// Eviction costs O(1) amortised per new key: the LRU order is a queue with a
+// second chance (a breaker used since it was queued goes back to the front),
+// and a protected breaker found at the end of the queue is set aside and
+// looked at again only by the next idle sweep, not by every insertion. So the
+// LRU choice is exact up to the coarse clock's tick and to breakers set aside
+// (checked again within sweep_interval).
+//
+// Idle sweeps visit every breaker, at most once per sweep_interval (default
+// 1 min), on the calling path of Get(); there is no background thread.
 //
 //   auto registry = *fusebox::Registry::Create({});
 //   registry->AddConfig("payment", payment_config);
 //   auto breaker = registry->Get("payment-api:create-charge:ap-northeast", "payment");
 //   if (breaker) (*breaker)->Call(...);
 //
-// A hit allocates nothing: lookup is heterogeneous (string_view against the
-// stored std::string).
+// A hit allocates nothing and hashes the key once (the same hash picks the
+// shard and the slot; the slot keeps it, so a probe compares key bytes only
+// when the hashes are equal). A caller that asks for the same key repeatedly
+// can keep a RegistryKey, which carries its hash. A hit takes a per-thread
+// reader slot of one shard's lock, so threads that look up concurrently do
+// not write to a shared cache line (except the breaker's reference count when
+// they ask for the same key).
 //
 // Thread-safe.
 #ifndef FUSEBOX_REGISTRY_H_
 #define FUSEBOX_REGISTRY_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,12 +81,18 @@ struct RegistryEvent {
     kCapacityExceeded,
     // Remove() dropped a breaker.
     kRemoved,
+    // The registry held max_breakers_hard breakers: `key` was answered by its
+    // template's overflow breaker. At most once per sweep_interval.
+    kOverflow,
   };
   Kind kind = Kind::kCreated;
   // The key, or empty for kCapacityExceeded.
   std::string_view key{};
   // The number of breakers after the event.
   std::size_t size = 0;
+  // kOverflow: Gets answered by an overflow breaker since the previous
+  // kOverflow event (this one's included). 0 for other kinds.
+  std::uint64_t count = 0;
 };
 
 std::string_view RegistryEventKindName(RegistryEvent::Kind kind) noexcept;
@@ -73,6 +103,9 @@ struct RegistryOptions {
   Clock* clock = nullptr;
   // Soft upper bound of breakers held (>= 1). Default: 5,000.
   std::size_t max_breakers = 5000;
+  // Hard upper bound (>= max_breakers): beyond it a new key gets its
+  // template's overflow breaker. 0 means 4 x max_breakers.
+  std::size_t max_breakers_hard = 0;
   // A breaker not asked for in this long may be dropped (> 0). Default: 15 min.
   Duration idle_timeout = std::chrono::minutes(15);
   // Idle sweeps run at most this often (> 0). Default: 1 min.
@@ -83,8 +116,39 @@ struct RegistryOptions {
   // with no registry lock held. Default: none.
   std::function<void(const RegistryEvent&)> on_event = nullptr;
   // Called with each breaker right after it is created, before anyone else
-  // can see it (to add listeners, say). Default: none.
+  // can see it (to add listeners, say), overflow breakers included. It must
+  // not call back into the registry. Default: none.
   std::function<void(CircuitBreaker&)> on_create = nullptr;
+};
+
+// A key with its hash computed once, for callers that look up the same key
+// repeatedly (Registry::Get(const RegistryKey&) does not hash again).
+class RegistryKey {
+ public:
+  explicit RegistryKey(std::string key) : key_(std::move(key)), hash_(Hash(key_)) {}
+
+  const std::string& key() const noexcept { return key_; }
+  std::uint64_t hash() const noexcept { return hash_; }
+
+  // The registry's hash of a key: 64 bits, seedless, stable within a build.
+  static std::uint64_t Hash(std::string_view key) noexcept;
+
+ private:
+  std::string key_;
+  std::uint64_t hash_;
+};
+
+// Counters since the registry was created (relaxed: each exact, not a
+// single instant together).
+struct RegistryStats {
+  // Gets answered by an overflow breaker.
+  std::uint64_t overflowed = 0;
+  // Breakers looked at by the LRU bound at insertion (each evicted, moved to
+  // the front of the queue, or set aside as protected): O(1) per insertion
+  // amortised. Idle sweeps are not counted.
+  std::uint64_t lru_visits = 0;
+  // Insertions that ran the LRU bound.
+  std::uint64_t lru_runs = 0;
 };
 
 class Registry {
@@ -101,10 +165,16 @@ class Registry {
   Status AddConfig(std::string name, CircuitBreakerConfig config);
 
   // The breaker for `key`, created from template `config_name` if there is
-  // none. A hit takes one shard lock and allocates nothing. Fails with
+  // none. A hit takes one reader slot of one shard lock and allocates
+  // nothing. Fails with
   // kInvalidArgument when the template does not exist or the key is empty.
-  // The template of an existing breaker is not checked.
+  // The template of an existing breaker is not checked. When the registry
+  // holds max_breakers_hard breakers and none can be dropped, a new key gets
+  // the template's overflow breaker (see the top of this file).
   Result<std::shared_ptr<CircuitBreaker>> Get(std::string_view key,
+                                              std::string_view config_name = "default");
+  // The same, without hashing the key again.
+  Result<std::shared_ptr<CircuitBreaker>> Get(const RegistryKey& key,
                                               std::string_view config_name = "default");
 
   // The breaker for `key` if it exists; does not count as a use.
@@ -116,10 +186,13 @@ class Registry {
   // Runs an idle sweep and the LRU bound now. Returns how many were dropped.
   std::size_t Sweep();
 
-  // Breakers held.
+  // Breakers held (overflow breakers not counted).
   std::size_t size() const;
 
-  // Calls `fn` for every breaker, outside any registry lock, on a snapshot.
+  RegistryStats stats() const;
+
+  // Calls `fn` for every breaker, overflow breakers included, outside any
+  // registry lock, on a snapshot.
   void ForEach(const std::function<void(const std::string& key, CircuitBreaker&)>& fn) const;
 
   Clock& clock() const noexcept { return clock_; }
@@ -129,12 +202,18 @@ class Registry {
   struct Entry;
   explicit Registry(RegistryOptions options);
 
+  Result<std::shared_ptr<CircuitBreaker>> GetHashed(std::uint64_t hash, std::string_view key,
+                                                    std::string_view config_name);
+  Result<std::shared_ptr<CircuitBreaker>> Insert(std::uint64_t hash, std::string_view key,
+                                                 std::string_view config_name, TimePoint now);
   void MaybeSweep(TimePoint now);
   struct EventBatch;
   std::size_t SweepLocked(TimePoint now, EventBatch& batch);
+  std::size_t EvictLru(TimePoint now, std::size_t target, std::size_t limit, EventBatch& batch);
+  void ReportCapacity(std::size_t size, EventBatch& batch);
   void Emit(const EventBatch& batch) const;
   void Emit(const RegistryEvent& event) const;
-  Shard& ShardFor(std::string_view key) const;
+  Shard& ShardFor(std::uint64_t hash) const;
 
   Clock& clock_;
   const RegistryOptions options_;

@@ -480,30 +480,25 @@ std::optional<HttpResponse> Handler::TryAnswerRouteNow(CompiledRoute& route, con
                                                        const HttpRequest& request,
                                                        std::string_view query) {
   const bool cached = request.method == "GET" && route.config->cache;
-  if (cached && deps_.store_may_block) {
-    // A snapshot only Redis has is a round trip away, a worker's job; a
-    // fresh one this process holds is answered here.
-    std::optional<Snapshot> local = deps_.store->GetInMemory(SnapshotKeyOf(route, params, query));
-    if (!local || local->age > route.config->cache->fresh_for) return std::nullopt;
-    InFlight in_flight(in_flight_);
-    Result<std::string> key = CircuitKey(route, params);
-    if (!key) return ErrorResponse(400, "BAD_REQUEST", key.error().message());
-    CountSnapshot(kSnapshotFresh);
-    return FreshHit(route, *key, *local);
-  }
+  // What this process holds, found without I/O; the look-up is counted by
+  // whoever answers: here, or the worker that looks again.
+  std::optional<Snapshot> snap;
+  if (cached) snap = deps_.store->GetInMemory(SnapshotKeyOf(route, params, query));
+  const bool fresh = snap && snap->age <= route.config->cache->fresh_for;
+  // A snapshot only Redis may have is a round trip away: a worker's job.
+  if (cached && deps_.store_may_block && !fresh) return std::nullopt;
   InFlight in_flight(in_flight_);
   Result<std::string> key = CircuitKey(route, params);
   if (!key) return ErrorResponse(400, "BAD_REQUEST", key.error().message());
-  std::optional<Snapshot> snap;
-  if (cached) {
-    // A store that does not block: it answers, a miss or a snapshot.
-    snap = LookUpSnapshot(SnapshotKeyOf(route, params, query), route, Deadline::max());
-    if (snap && snap->age <= route.config->cache->fresh_for) return FreshHit(route, *key, *snap);
+  if (fresh) {
+    CountSnapshot(kSnapshotFresh);
+    return FreshHit(route, *key, *snap);
   }
   // An OPEN circuit refuses here, recorded as RunProviderCall records it;
   // anything that may call the upstream or ask Redis goes to a worker.
   std::optional<meta::ProviderError> refused = meta::RejectIfOpen(*deps_.registry, *key);
   if (!refused) return std::nullopt;
+  if (cached) CountSnapshot(snap ? kSnapshotExpired : kSnapshotMiss);
   Fetched f;
   f.error = *refused;
   return Failed(route, *key, f, snap ? &*snap : nullptr, Duration::zero());

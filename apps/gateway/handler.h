@@ -103,7 +103,7 @@ class Handler {
 
   // The answer to `request` if it can be given without blocking: /healthz,
   // /readyz, /metrics, an unknown route or method, a malformed key, a fresh
-  // snapshot from a store that does not block, or a refusal by an OPEN or
+  // snapshot this process holds (SnapshotStore::GetInMemory), or a refusal by an OPEN or
   // FORCED_OPEN circuit (with its stale snapshot when there is one), each
   // exactly as Handle() answers it. nullopt: run Handle() on a worker.
   std::optional<HttpResponse> TryAnswerNow(const HttpRequest& request);

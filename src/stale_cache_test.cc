@@ -256,6 +256,176 @@ TEST(StaleIfErrorReader, StoreErrorsNeverTurnAnAnswerIntoAnError) {
   EXPECT_EQ(r->value, "v");
 }
 
+TEST(StaleIfErrorReader, AStoreThatCannotLookIsReportedNotTakenForAMiss) {
+  BrokenStore store;
+  auto reader = *StaleIfErrorReader::Create({.store = &store});
+  auto r = reader->Read("k", [] { return Result<std::string>(std::string("v")); });
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->store_error.code(), StatusCode::kUnavailable);
+}
+
+// --- MemorySnapshotStore bounds and TieredSnapshotStore -------------------------
+
+TEST(MemorySnapshotStore, EvictsLeastRecentlyUsedBeyondMaxBytes) {
+  testing::ManualClock clock;
+  // Keys of 1 byte, values of 10: three fit in 33 bytes, a fourth evicts.
+  auto store = *MemorySnapshotStore::Create({.clock = &clock, .max_bytes = 33});
+  for (const char* k : {"a", "b", "c"}) ASSERT_TRUE(store->Put(k, std::string(10, 'x')).ok());
+  EXPECT_EQ(store->bytes(), 33u);
+  ASSERT_TRUE(store->Get("a").has_value());  // "b" is now the least recently used.
+  ASSERT_TRUE(store->Put("d", std::string(10, 'y')).ok());
+  EXPECT_FALSE(store->Get("b")->has_value());
+  EXPECT_TRUE(store->Get("a")->has_value());
+  EXPECT_EQ(store->bytes(), 33u);
+  EXPECT_EQ(store->size(), 3u);
+}
+
+TEST(MemorySnapshotStore, RefusesASnapshotLargerThanMaxBytesAndDropsTheOlderOne) {
+  testing::ManualClock clock;
+  auto store = *MemorySnapshotStore::Create({.clock = &clock, .max_bytes = 16});
+  ASSERT_TRUE(store->Put("k", "small").ok());
+  const Status s = store->Put("k", std::string(100, 'x'));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("max_bytes 16"), std::string::npos) << s.message();
+  EXPECT_FALSE(store->Get("k")->has_value());
+  EXPECT_EQ(store->bytes(), 0u);
+  EXPECT_FALSE(MemorySnapshotStore::Create({.max_bytes = 0}).has_value());
+}
+
+TEST(MemorySnapshotStore, PutAgedKeepsTheGivenAge) {
+  testing::ManualClock clock;
+  auto store = *MemorySnapshotStore::Create({.clock = &clock});
+  ASSERT_TRUE(store->PutAged("k", "v", seconds(30)).ok());
+  clock.Advance(seconds(5));
+  EXPECT_EQ((*store->Get("k"))->age, seconds(35));
+  EXPECT_EQ(store->GetInMemory("k")->age, seconds(35));
+}
+
+// A remote tier on this process' memory that counts its calls and can be
+// told to fail as a down, busy or slow Redis does.
+class RemoteTier final : public SnapshotStore {
+ public:
+  explicit RemoteTier(Clock& clock) : mem_(*MemorySnapshotStore::Create({.clock = &clock})) {}
+  Result<std::optional<Snapshot>> Get(std::string_view key) override {
+    ++gets;
+    if (!failure.ok()) return failure;
+    return mem_->Get(key);
+  }
+  Result<std::optional<Snapshot>> GetWithin(std::string_view key, Duration budget) override {
+    last_budget = budget;
+    return Get(key);
+  }
+  Status Put(std::string_view key, std::string value) override {
+    ++puts;
+    if (!failure.ok()) return failure;
+    return mem_->Put(key, std::move(value));
+  }
+  Status Erase(std::string_view key) override { return mem_->Erase(key); }
+  MemorySnapshotStore& mem() { return *mem_; }
+
+  int gets = 0;
+  int puts = 0;
+  Duration last_budget{};
+  Status failure;
+
+ private:
+  std::unique_ptr<MemorySnapshotStore> mem_;
+};
+
+class TieredSnapshotStoreTest : public ::testing::Test {
+ protected:
+  testing::ManualClock clock_;
+  std::unique_ptr<MemorySnapshotStore> local_ = *MemorySnapshotStore::Create({.clock = &clock_});
+  RemoteTier remote_{clock_};
+  std::unique_ptr<TieredSnapshotStore> store_ = *TieredSnapshotStore::Create(
+      {.local = local_.get(), .remote = &remote_, .local_fresh_for = seconds(60)});
+};
+
+TEST_F(TieredSnapshotStoreTest, CreateValidatesOptions) {
+  EXPECT_FALSE(TieredSnapshotStore::Create({.remote = &remote_}).has_value());
+  EXPECT_FALSE(TieredSnapshotStore::Create({.local = local_.get()}).has_value());
+  EXPECT_FALSE(TieredSnapshotStore::Create(
+                   {.local = local_.get(), .remote = &remote_, .local_fresh_for = seconds(-1)})
+                   .has_value());
+}
+
+TEST_F(TieredSnapshotStoreTest, WritesThroughAndServesAFreshLocalCopyWithoutTheRemote) {
+  ASSERT_TRUE(store_->Put("k", "v").ok());
+  EXPECT_EQ(remote_.puts, 1);
+  EXPECT_TRUE(remote_.mem().Get("k")->has_value());
+  clock_.Advance(seconds(60));
+  for (int i = 0; i < 100; ++i) {
+    Result<std::optional<Snapshot>> got = store_->Get("k");
+    ASSERT_TRUE(got && *got);
+    EXPECT_EQ((*got)->value, "v");
+  }
+  EXPECT_EQ(remote_.gets, 0);
+  EXPECT_EQ(store_->GetInMemory("k")->age, seconds(60));
+  EXPECT_EQ(store_->stats().local_hits, 100u);
+}
+
+TEST_F(TieredSnapshotStoreTest, ARemoteHitIsCopiedLocallyWithItsRemoteAge) {
+  ASSERT_TRUE(remote_.mem().PutAged("k", "from-another-instance", seconds(7)).ok());
+  Result<std::optional<Snapshot>> got = store_->GetWithin("k", std::chrono::milliseconds(80));
+  ASSERT_TRUE(got && *got);
+  EXPECT_EQ((*got)->age, seconds(7));
+  EXPECT_EQ(remote_.last_budget, std::chrono::milliseconds(80));
+  EXPECT_EQ(local_->GetInMemory("k")->age, seconds(7));
+  // Now local, and still fresh: no second round trip.
+  ASSERT_TRUE(store_->Get("k").has_value());
+  EXPECT_EQ(remote_.gets, 1);
+  EXPECT_EQ(store_->stats().remote_hits, 1u);
+  EXPECT_EQ(store_->stats().local_hits, 1u);
+}
+
+TEST_F(TieredSnapshotStoreTest, AnOldLocalCopyGivesWayToAYoungerRemoteOne) {
+  ASSERT_TRUE(local_->Put("k", "old").ok());
+  clock_.Advance(seconds(120));
+  ASSERT_TRUE(remote_.mem().PutAged("k", "new", seconds(3)).ok());
+  EXPECT_EQ((*store_->Get("k"))->value, "new");
+  // A remote copy older than the local one does not replace it.
+  ASSERT_TRUE(local_->Put("j", "local").ok());
+  ASSERT_TRUE(remote_.mem().PutAged("j", "remote", seconds(600)).ok());
+  clock_.Advance(seconds(61));
+  EXPECT_EQ((*store_->Get("j"))->value, "local");
+}
+
+TEST_F(TieredSnapshotStoreTest, ARemoteThatCannotAnswerLeavesTheLocalCopyToServe) {
+  ASSERT_TRUE(store_->Put("k", "v").ok());
+  clock_.Advance(hours(2));  // Past local_fresh_for: the remote is asked.
+  remote_.failure = Status(StatusCode::kTimeout, "redis: out of the caller's time");
+  Result<std::optional<Snapshot>> got = store_->Get("k");
+  ASSERT_TRUE(got && *got);
+  EXPECT_EQ((*got)->value, "v");
+  EXPECT_EQ((*got)->age, hours(2));
+  const TieredSnapshotStore::Stats stats = store_->stats();
+  EXPECT_EQ(stats.remote_errors, 1u);
+  EXPECT_EQ(stats.remote_timeouts, 1u);
+  EXPECT_EQ(stats.local_on_remote_error, 1u);
+}
+
+TEST_F(TieredSnapshotStoreTest, ARemoteThatCannotAnswerIsAnErrorNotAMiss) {
+  remote_.failure = Status::Unavailable("redis: every connection busy");
+  Result<std::optional<Snapshot>> got = store_->Get("absent");
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store_->stats().misses, 0u);
+  // A write while it is down still reaches the local tier.
+  EXPECT_FALSE(store_->Put("k", "v").ok());
+  EXPECT_EQ((*store_->Get("k"))->value, "v");
+  EXPECT_EQ(store_->stats().remote_put_errors, 1u);
+  remote_.failure = Status();
+  EXPECT_FALSE(store_->Get("absent")->has_value());
+  EXPECT_EQ(store_->stats().misses, 1u);
+}
+
+TEST_F(TieredSnapshotStoreTest, EraseRemovesBothCopies) {
+  ASSERT_TRUE(store_->Put("k", "v").ok());
+  ASSERT_TRUE(store_->Erase("k").ok());
+  EXPECT_FALSE(local_->Get("k")->has_value());
+  EXPECT_FALSE(remote_.mem().Get("k")->has_value());
+}
+
 TEST_F(StaleIfErrorReaderTest, ThrowingFetchPropagatesAndForgetsTheKey) {
   EXPECT_THROW(
       (void)reader_->Read("k", []() -> Result<std::string> { throw std::runtime_error("boom"); }),

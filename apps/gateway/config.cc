@@ -367,9 +367,13 @@ void ParseTop(Parser& p, const YAML::Node& root, GatewayConfig& c) {
   }
 
   if (const YAML::Node cache = root["cache"]; cache.IsDefined() && p.IsMap(cache, "cache")) {
-    p.CheckKeys(cache, "cache", {"max_entries"});
+    p.CheckKeys(cache, "cache", {"max_entries", "max_bytes"});
     if (auto v = p.Integer(cache, "max_entries", "cache", 1, 100000000)) {
       c.cache_max_entries = static_cast<std::size_t>(*v);
+    }
+    // At most 64 GiB: a bound, not a wish.
+    if (auto v = p.Integer(cache, "max_bytes", "cache", 1024, std::int64_t{1} << 36)) {
+      c.cache_max_bytes = static_cast<std::size_t>(*v);
     }
   }
 

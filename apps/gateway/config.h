@@ -121,7 +121,9 @@ struct GatewayConfig {
   bool fail_open_ready = false;
   LimitsConfig limits;
   std::optional<AdminConfig> admin;
+  // The in-process snapshot tier (alone, or in front of Redis).
   std::size_t cache_max_entries = 10000;
+  std::size_t cache_max_bytes = std::size_t{64} << 20;
   BreakersConfig breakers;
   std::vector<UpstreamConfig> upstreams;
   std::vector<RouteConfig> routes;

@@ -174,6 +174,26 @@ TEST(GatewayConfig, TransientWindowHasAMaximum) {
   }
 }
 
+TEST(GatewayConfig, TheSnapshotTierIsBoundedInEntriesAndBytes) {
+  const std::string base =
+      "upstreams:\n  - {name: g, base_url: \"http://127.0.0.1:1\"}\n"
+      "routes:\n  - {name: r, method: GET, path: /x, upstream: g, upstream_path: /x,\n"
+      "     workload: read, provider: p, subject: s}\n";
+  Result<GatewayConfig> defaults = ParseGatewayConfig(base, "gw.yaml", Env(std::nullopt));
+  ASSERT_TRUE(defaults.has_value()) << defaults.error();
+  EXPECT_EQ(defaults->cache_max_entries, 10000u);
+  EXPECT_EQ(defaults->cache_max_bytes, std::size_t{64} << 20);
+  Result<GatewayConfig> set = ParseGatewayConfig(
+      base + "cache: {max_entries: 50, max_bytes: 1048576}\n", "gw.yaml", Env(std::nullopt));
+  ASSERT_TRUE(set.has_value()) << set.error();
+  EXPECT_EQ(set->cache_max_entries, 50u);
+  EXPECT_EQ(set->cache_max_bytes, 1048576u);
+  Result<GatewayConfig> tiny =
+      ParseGatewayConfig(base + "cache: {max_bytes: 10}\n", "gw.yaml", Env(std::nullopt));
+  ASSERT_FALSE(tiny.has_value());
+  EXPECT_THAT(std::string(tiny.error().message()), HasSubstr("cache.max_bytes"));
+}
+
 TEST(GatewayConfig, TheAdminTokenComesFromTheEnvironmentAndIsNeverShown) {
   const std::string text = R"(admin:
   token_env: TOKEN_VAR

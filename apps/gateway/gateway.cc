@@ -471,8 +471,14 @@ struct Gateway::Impl {
   std::ostream* log = nullptr;
 #ifdef FUSEBOX_GATEWAY_WITH_REDIS
   std::shared_ptr<redis::RedisSharedState> redis_state;
+  std::unique_ptr<redis::RedisSnapshotStore> redis_store;
 #endif
-  std::unique_ptr<SnapshotStore> store;
+  // The in-process snapshot tier; alone without Redis, in front of it with.
+  std::unique_ptr<MemorySnapshotStore> local_store;
+  std::unique_ptr<TieredSnapshotStore> tiered_store;
+  // What the handler reads and writes: local_store or tiered_store.
+  SnapshotStore* store = nullptr;
+  std::function<std::string()> store_metrics;
   std::shared_ptr<MetricsCollector> metrics;
   std::shared_ptr<AuditLog> audit;
   std::shared_ptr<DashboardFeed> feed;
@@ -529,6 +535,61 @@ struct Gateway::Impl {
   }
 
   void Shutdown();
+
+#ifdef FUSEBOX_GATEWAY_WITH_REDIS
+  // /metrics text of the snapshot tiers and of the Redis snapshot pool.
+  std::string StoreMetrics() const {
+    std::string out;
+    auto metric = [&out](std::string_view name, std::string_view type, std::string_view help,
+                         const std::vector<std::pair<std::string, std::int64_t>>& rows) {
+      out += "# HELP " + std::string(name) + " " + std::string(help) + "\n# TYPE " +
+             std::string(name) + " " + std::string(type) + "\n";
+      for (const auto& [labels, value] : rows) {
+        out += std::string(name) + labels + " " + std::to_string(value) + "\n";
+      }
+    };
+    const TieredSnapshotStore::Stats t = tiered_store->stats();
+    auto n = [](std::uint64_t v) { return static_cast<std::int64_t>(v); };
+    metric("fusebox_gateway_snapshot_tier_reads_total", "counter",
+           "Snapshot reads by the tier that answered (local_on_redis_error: Redis failed, the "
+           "in-process copy was served).",
+           {{"{result=\"local_hit\"}", n(t.local_hits)},
+            {"{result=\"redis_hit\"}", n(t.remote_hits)},
+            {"{result=\"miss\"}", n(t.misses)},
+            {"{result=\"redis_error\"}", n(t.remote_errors)},
+            {"{result=\"redis_timeout\"}", n(t.remote_timeouts)},
+            {"{result=\"local_on_redis_error\"}", n(t.local_on_remote_error)}});
+    metric("fusebox_gateway_snapshot_redis_put_errors_total", "counter",
+           "Snapshot writes Redis refused or missed (the in-process copy was kept).",
+           {{"", n(t.remote_put_errors)}});
+    metric("fusebox_gateway_snapshot_local_entries", "gauge",
+           "Snapshots held by the in-process tier.",
+           {{"", static_cast<std::int64_t>(local_store->size())}});
+    metric("fusebox_gateway_snapshot_local_bytes", "gauge",
+           "Bytes of keys and values held by the in-process tier.",
+           {{"", static_cast<std::int64_t>(local_store->bytes())}});
+    const redis::RedisSnapshotStore::Stats r = redis_store->stats();
+    metric("fusebox_gateway_snapshot_redis_commands_total", "counter",
+           "Redis snapshot store commands by outcome (refused: its breaker is open; timeout: out "
+           "of the request's time).",
+           {{"{result=\"sent\"}", r.commands},
+            {"{result=\"error\"}", r.errors},
+            {"{result=\"refused\"}", r.refused},
+            {"{result=\"timeout\"}", r.timeouts}});
+    metric("fusebox_gateway_snapshot_redis_pool_waits_total", "counter",
+           "Callers of the Redis snapshot pool by how they got a connection: waited, waited in "
+           "vain (timeout), or were refused because the queue was full.",
+           {{"{result=\"waited\"}", r.pool_waits},
+            {"{result=\"timeout\"}", r.pool_wait_timeouts},
+            {"{result=\"queue_full\"}", r.pool_queue_full}});
+    metric("fusebox_gateway_snapshot_redis_pool_connections", "gauge",
+           "Redis snapshot pool connections: size, in use now, callers waiting now.",
+           {{"{state=\"size\"}", r.pool_size},
+            {"{state=\"in_use\"}", r.pool_in_use},
+            {"{state=\"waiting\"}", r.pool_waiting}});
+    return out;
+  }
+#endif
 };
 
 void Gateway::Impl::Shutdown() {
@@ -603,8 +664,20 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
   const GatewayConfig& config = impl->config;
 
   // Fleet state and snapshots: Redis when configured, else this process.
+  // Snapshots always have an in-process tier, so that a fresh hit never
+  // waits for Redis and an outage still serves what this instance holds.
   std::shared_ptr<SharedState> shared_state;
   std::function<bool()> healthy;
+  // With Redis, a snapshot's age is real time (Redis measures it by its
+  // TTL), so the local tier measures on real time too: a copy moved between
+  // the tiers keeps a comparable age.
+  Result<std::unique_ptr<MemorySnapshotStore>> local =
+      MemorySnapshotStore::Create({.clock = config.redis_url.empty() ? impl->clock : &SystemClock(),
+                                   .max_entries = config.cache_max_entries,
+                                   .max_bytes = config.cache_max_bytes});
+  if (!local) return local.error();
+  impl->local_store = std::move(*local);
+  impl->store = impl->local_store.get();
   if (!config.redis_url.empty()) {
 #ifdef FUSEBOX_GATEWAY_WITH_REDIS
     Result<redis::ConnectionOptions> conn = redis::ParseRedisUrl(config.redis_url);
@@ -618,10 +691,30 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
     for (const RouteConfig& r : config.routes) {
       if (r.cache) max_stale = std::max(max_stale, r.cache->max_stale);
     }
+    // One connection per worker (only workers call it), and waiters queue
+    // rather than being refused: a busy pool is not a miss.
     Result<std::unique_ptr<redis::RedisSnapshotStore>> store = redis::RedisSnapshotStore::Create(
-        {.connection = *conn, .max_age = std::chrono::ceil<std::chrono::milliseconds>(max_stale)});
+        {.connection = *conn,
+         .max_age = std::chrono::ceil<std::chrono::milliseconds>(max_stale),
+         .connections = config.workers,
+         .max_waiters = config.workers * 4});
     if (!store) return store.error();
-    impl->store = std::move(*store);
+    impl->redis_store = std::move(*store);
+    // A local copy younger than the shortest freshness of any route is
+    // fresh for all of them: no round trip.
+    Duration local_fresh_for = Duration::max();
+    for (const RouteConfig& r : config.routes) {
+      if (r.cache) local_fresh_for = std::min(local_fresh_for, r.cache->fresh_for);
+    }
+    if (local_fresh_for == Duration::max()) local_fresh_for = Duration::zero();
+    Result<std::unique_ptr<TieredSnapshotStore>> tiered =
+        TieredSnapshotStore::Create({.local = impl->local_store.get(),
+                                     .remote = impl->redis_store.get(),
+                                     .local_fresh_for = local_fresh_for});
+    if (!tiered) return tiered.error();
+    impl->tiered_store = std::move(*tiered);
+    impl->store = impl->tiered_store.get();
+    impl->store_metrics = [raw = impl.get()] { return raw->StoreMetrics(); };
     healthy = [state = impl->redis_state] { return state->healthy(); };
     *impl->log << "fusebox gateway: sharing circuits and snapshots through " << conn->Describe()
                << std::endl;
@@ -629,11 +722,6 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
     return Status::InvalidArgument(
         "redis is configured but this build has no fusebox::redis (libhiredis-dev)");
 #endif
-  } else {
-    Result<std::unique_ptr<MemorySnapshotStore>> store = MemorySnapshotStore::Create(
-        {.clock = impl->clock, .max_entries = config.cache_max_entries});
-    if (!store) return store.error();
-    impl->store = std::move(*store);
   }
 
   // Observers: metrics, the audit log (admin), the dashboard's feed.
@@ -710,11 +798,12 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
   impl->handler =
       std::make_unique<Handler>(Handler::Deps{.config = &impl->config,
                                               .registry = impl->registry.get(),
-                                              .store = impl->store.get(),
+                                              .store = impl->store,
                                               .metrics = impl->metrics.get(),
                                               .shared_state_healthy = healthy,
                                               .instance = instance,
                                               .store_may_block = !config.redis_url.empty(),
+                                              .store_metrics = impl->store_metrics,
                                               .circuits_may_block = !config.redis_url.empty(),
                                               .loops = loops});
   impl->workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(config.workers));

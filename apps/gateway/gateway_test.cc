@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read_until.hpp>
@@ -617,6 +618,111 @@ TEST_F(GatewayTest, DashboardEventsStreamASnapshotThenTransitions) {
     ++transitions;
   }
   EXPECT_EQ(transitions, 2);
+}
+
+// --- The handler and a snapshot store that cannot answer ----------------------
+
+std::string Header(const HttpResponse& r, std::string_view name) {
+  for (const auto& [k, v] : r.headers) {
+    if (k == name) return v;
+  }
+  return "";
+}
+
+// A remote snapshot tier that cannot answer, as a Redis that is down, paused
+// or whose pool is exhausted: every Get and Put fails with `failure`.
+class UnansweringRemote final : public SnapshotStore {
+ public:
+  Result<std::optional<Snapshot>> Get(std::string_view) override {
+    ++gets;
+    return failure;
+  }
+  Status Put(std::string_view, std::string) override { return failure; }
+  Status Erase(std::string_view) override { return failure; }
+  std::atomic<int> gets{0};
+  Status failure = Status::Unavailable("redis 127.0.0.1:6379: every connection busy");
+};
+
+// A Handler as the gateway builds one with Redis (a store that may block, in
+// tiers), against the fake upstream, without a server in front.
+class HandlerStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto up = FakeUpstream::Start({.clock = &upstream_clock_});
+    ASSERT_TRUE(up.has_value()) << up.error();
+    upstream_ = std::move(*up);
+    ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/insights", {Ok(R"({"data":[1]})")}}).ok());
+    Result<GatewayConfig> config = ParseGatewayConfig(
+        ConfigYaml(upstream_->url(), ::testing::TempDir() + "gw_handler_audit.jsonl"), "test.yaml",
+        TestEnv());
+    ASSERT_TRUE(config.has_value()) << config.error();
+    config_ = std::move(*config);
+    registry_ = std::move(*Registry::Create({.clock = &clock_}));
+    handler_ = std::make_unique<Handler>(Handler::Deps{.config = &config_,
+                                                       .registry = registry_.get(),
+                                                       .store = tiered_.get(),
+                                                       .metrics = &metrics_,
+                                                       .instance = "gw-handler",
+                                                       .store_may_block = true,
+                                                       .circuits_may_block = true,
+                                                       .loops = {}});
+  }
+
+  static HttpRequest Request(std::string target) {
+    HttpRequest r;
+    r.method = "GET";
+    r.target = std::move(target);
+    return r;
+  }
+  std::int64_t Calls() { return upstream_->Calls("GET", "/v19.0/*/insights"); }
+
+  testing::ManualClock clock_;
+  testing::ManualClock upstream_clock_;
+  std::unique_ptr<FakeUpstream> upstream_;
+  GatewayConfig config_;
+  std::unique_ptr<Registry> registry_;
+  MetricsCollector metrics_;
+  std::unique_ptr<MemorySnapshotStore> local_ =
+      *MemorySnapshotStore::Create({.clock = &clock_, .max_entries = 16});
+  UnansweringRemote remote_;
+  std::unique_ptr<TieredSnapshotStore> tiered_ = *TieredSnapshotStore::Create(
+      {.local = local_.get(), .remote = &remote_, .local_fresh_for = std::chrono::seconds(60)});
+  std::unique_ptr<Handler> handler_;
+};
+
+// A store that cannot answer is not a miss: the key goes to the upstream once
+// (counted as "unavailable", not "miss"), and from then on this process'
+// copy answers, on the I/O thread, without the store and without the upstream.
+TEST_F(HandlerStoreTest, AnUnansweringStoreIsNotAMissAndTheLocalTierServes) {
+  HttpResponse first = handler_->Handle(Request(kInsights));
+  EXPECT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(Calls(), 1);
+  EXPECT_EQ(handler_->snapshot_lookups(Handler::kSnapshotUnavailable), 1u);
+  EXPECT_EQ(handler_->snapshot_lookups(Handler::kSnapshotMiss), 0u);
+  const int gets = remote_.gets.load();
+  for (int i = 0; i < 50; ++i) {
+    std::optional<HttpResponse> now = handler_->TryAnswerNow(Request(kInsights));
+    ASSERT_TRUE(now.has_value()) << "a fresh local copy must not need a worker";
+    EXPECT_EQ(now->status, 200);
+    EXPECT_EQ(Header(*now, "Cache-Status").substr(0, 12), "fusebox; hit");
+  }
+  EXPECT_EQ(Calls(), 1);
+  EXPECT_EQ(remote_.gets.load(), gets) << "a fresh local hit must not ask the remote store";
+}
+
+// Past fresh_for, with the store still unanswering: the local copy is what
+// the stale-if-error path falls back to when the upstream fails.
+TEST_F(HandlerStoreTest, AnUnansweringStoreStillLeavesTheLocalCopyForStaleIfError) {
+  ASSERT_EQ(handler_->Handle(Request(kInsights)).status, 200);
+  clock_.Advance(std::chrono::minutes(5));
+  ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/insights", {{.status = 503}}}).ok());
+  remote_.failure = Status(StatusCode::kTimeout, "redis: out of the caller's time");
+  EXPECT_FALSE(handler_->TryAnswerNow(Request(kInsights)).has_value());
+  HttpResponse r = handler_->Handle(Request(kInsights));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("\"stale\":true"));
+  EXPECT_EQ(handler_->upstream_calls(), 2u);
+  EXPECT_EQ(handler_->snapshot_lookups(Handler::kSnapshotExpired), 1u);
 }
 
 TEST(GatewaySlowClient, AnIncompleteRequestGets408AfterTheReadTimeout) {

@@ -22,6 +22,13 @@ using std::chrono::seconds;
 
 constexpr std::string_view kResultNames[] = {"fresh", "miss", "stale", "error", "rejected"};
 constexpr std::string_view kStatusClasses[] = {"2xx", "3xx", "4xx", "5xx", "error"};
+constexpr std::string_view kSnapshotOutcomeNames[] = {"fresh", "expired", "miss", "unavailable",
+                                                      "timeout"};
+
+Duration Left(std::chrono::steady_clock::time_point deadline) {
+  if (deadline == std::chrono::steady_clock::time_point::max()) return Duration::max();
+  return deadline - std::chrono::steady_clock::now();
+}
 
 // Hop-by-hop headers (RFC 9110 section 7.6.1) and the ones the upstream
 // request sets itself.
@@ -344,7 +351,7 @@ Fetched Handler::Judge(const CompiledRoute& route, Result<UpstreamReply> reply) 
 }
 
 Fetched Handler::CallUpstream(const CompiledRoute& route, std::string_view key,
-                              const UpstreamRequest& upstream_request) {
+                              const UpstreamRequest& upstream_request, Deadline deadline) {
   std::variant<meta::ProviderCall, meta::ProviderError> call =
       meta::ProviderCall::Start(*deps_.registry, key);
   if (meta::ProviderError* refused = std::get_if<meta::ProviderError>(&call)) {
@@ -354,9 +361,13 @@ Fetched Handler::CallUpstream(const CompiledRoute& route, std::string_view key,
   }
   meta::ProviderCall& started = std::get<meta::ProviderCall>(call);
   upstream_calls_.fetch_add(1, std::memory_order_relaxed);
+  // What the request spent before (the snapshot store, the circuits' shared
+  // state) comes off the upstream's time: the route's deadline bounds all.
+  UpstreamRequest bounded = upstream_request;
+  bounded.timeout = std::max<Duration>(milliseconds(1), std::min(bounded.timeout, Left(deadline)));
   Fetched f;
   try {
-    f = Judge(route, pools_[route.config->upstream]->Send(upstream_request));
+    f = Judge(route, pools_[route.config->upstream]->Send(bounded));
   } catch (...) {
     std::move(started).FinishWithException();
     throw;
@@ -400,6 +411,24 @@ HttpResponse Handler::Finish(HttpResponse r, std::string_view key) const {
   r.headers.emplace_back("X-Fusebox-Instance", deps_.instance);
   r.headers.emplace_back("X-Fusebox-Circuit", std::string(key));
   return r;
+}
+
+std::optional<Snapshot> Handler::LookUpSnapshot(const std::string& snap_key,
+                                                const CompiledRoute& route, Deadline deadline) {
+  Result<std::optional<Snapshot>> got = deps_.store->GetWithin(snap_key, Left(deadline));
+  if (!got) {
+    // Not a miss: the store could not look. The call decides, once per key.
+    CountSnapshot(got.error().code() == StatusCode::kTimeout ? kSnapshotTimeout
+                                                             : kSnapshotUnavailable);
+    return std::nullopt;
+  }
+  if (!*got) {
+    CountSnapshot(kSnapshotMiss);
+  } else {
+    CountSnapshot((*got)->age <= route.config->cache->fresh_for ? kSnapshotFresh
+                                                                : kSnapshotExpired);
+  }
+  return std::move(*got);
 }
 
 HttpResponse Handler::FreshHit(CompiledRoute& route, std::string_view key, const Snapshot& snap) {
@@ -451,23 +480,25 @@ std::optional<HttpResponse> Handler::TryAnswerRouteNow(CompiledRoute& route, con
                                                        const HttpRequest& request,
                                                        std::string_view query) {
   const bool cached = request.method == "GET" && route.config->cache;
-  // A snapshot kept in Redis is a network round trip away: a worker's job.
-  if (cached && deps_.store_may_block) return std::nullopt;
+  // What this process holds, found without I/O; the look-up is counted by
+  // whoever answers: here, or the worker that looks again.
+  std::optional<Snapshot> snap;
+  if (cached) snap = deps_.store->GetInMemory(SnapshotKeyOf(route, params, query));
+  const bool fresh = snap && snap->age <= route.config->cache->fresh_for;
+  // A snapshot only Redis may have is a round trip away: a worker's job.
+  if (cached && deps_.store_may_block && !fresh) return std::nullopt;
   InFlight in_flight(in_flight_);
   Result<std::string> key = CircuitKey(route, params);
   if (!key) return ErrorResponse(400, "BAD_REQUEST", key.error().message());
-  std::optional<Snapshot> snap;
-  if (cached) {
-    if (Result<std::optional<Snapshot>> got = deps_.store->Get(SnapshotKeyOf(route, params, query));
-        got && *got) {
-      snap = std::move(**got);
-    }
-    if (snap && snap->age <= route.config->cache->fresh_for) return FreshHit(route, *key, *snap);
+  if (fresh) {
+    CountSnapshot(kSnapshotFresh);
+    return FreshHit(route, *key, *snap);
   }
   // An OPEN circuit refuses here, recorded as RunProviderCall records it;
   // anything that may call the upstream or ask Redis goes to a worker.
   std::optional<meta::ProviderError> refused = meta::RejectIfOpen(*deps_.registry, *key);
   if (!refused) return std::nullopt;
+  if (cached) CountSnapshot(snap ? kSnapshotExpired : kSnapshotMiss);
   Fetched f;
   f.error = *refused;
   return Failed(route, *key, f, snap ? &*snap : nullptr, Duration::zero());
@@ -568,27 +599,29 @@ HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
   Result<std::string> key = CircuitKey(route, params);
   if (!key) return ErrorResponse(400, "BAD_REQUEST", key.error().message());
   const UpstreamRequest ur = UpstreamRequestFor(route, params, request, query);
+  // The route's deadline, on real time since it bounds real I/O.
+  const Deadline deadline = std::chrono::steady_clock::now() + ur.timeout;
 
   if (request.method != "GET" || !rc.cache) {
     // Writes and uncached reads: straight through the circuits, never stale.
-    return Forwarded(route, *key, CallUpstream(route, *key, ur), request.method == "GET");
+    return Forwarded(route, *key, CallUpstream(route, *key, ur, deadline), request.method == "GET");
   }
 
   Clock& clock = deps_.registry->clock();
   const TimePoint t0 = clock.Now();
   const std::string snap_key = SnapshotKeyOf(route, params, query);
-  std::optional<Snapshot> snap;
-  if (Result<std::optional<Snapshot>> got = deps_.store->Get(snap_key); got && *got) {
-    snap = std::move(**got);
-  }
+  std::optional<Snapshot> snap = LookUpSnapshot(snap_key, route, deadline);
   if (snap && snap->age <= rc.cache->fresh_for) return FreshHit(route, *key, *snap);
 
+  // A miss, an expired snapshot, or a store that could not answer in time:
+  // one upstream call per key, whichever it was.
   bool leader = false;
   fusebox::Result<Fetched> flown = flight_.Do(snap_key, [&]() -> fusebox::Result<Fetched> {
     leader = true;
-    Fetched f = CallUpstream(route, *key, ur);
-    // A store error loses a snapshot, never the answer.
-    if (f.ok) (void)deps_.store->Put(snap_key, EncodeSnapshot(*f.reply));
+    Fetched f = CallUpstream(route, *key, ur, deadline);
+    // A store error loses a snapshot (in Redis; the in-process tier has it),
+    // never the answer.
+    if (f.ok) (void)deps_.store->PutWithin(snap_key, EncodeSnapshot(*f.reply), Left(deadline));
     return f;
   });
   if (!leader) merged_.fetch_add(1, std::memory_order_relaxed);
@@ -794,6 +827,16 @@ HttpResponse Handler::Metrics() const {
       "request's upstream call.\n# TYPE fusebox_gateway_single_flight_merged_total counter\n"
       "fusebox_gateway_single_flight_merged_total " +
       std::to_string(merged_.load()) + "\n";
+  out +=
+      "# HELP fusebox_gateway_snapshot_lookups_total Snapshot look-ups of cached reads by "
+      "outcome (unavailable and timeout: the store could not answer; not misses).\n"
+      "# TYPE fusebox_gateway_snapshot_lookups_total counter\n";
+  for (int i = 0; i < kSnapshotOutcomeCount; ++i) {
+    out += "fusebox_gateway_snapshot_lookups_total{result=\"" +
+           std::string(kSnapshotOutcomeNames[i]) + "\"} " +
+           std::to_string(snapshot_lookups_[i].load(std::memory_order_relaxed)) + "\n";
+  }
+  if (deps_.store_metrics) out += deps_.store_metrics();
   out +=
       "# HELP fusebox_gateway_in_flight_requests Proxied requests being handled.\n"
       "# TYPE fusebox_gateway_in_flight_requests gauge\n"

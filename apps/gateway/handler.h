@@ -21,6 +21,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -84,8 +85,12 @@ class Handler {
     std::function<bool()> shared_state_healthy = nullptr;
     // The instance name.
     std::string instance;
-    // Whether `store` may block (Redis): then even a fresh hit is a worker's.
+    // Whether `store` may block (Redis): then only a fresh hit it holds in
+    // memory (SnapshotStore::GetInMemory) is answered on an I/O thread.
     bool store_may_block = true;
+    // More /metrics text about the store (its tiers, its Redis pool); null:
+    // none.
+    std::function<std::string()> store_metrics = nullptr;
     // Whether a breaker may ask a shared state (Redis) when a call starts.
     bool circuits_may_block = true;
     // The event loops, each run by one I/O thread, of the upstream calls
@@ -98,7 +103,7 @@ class Handler {
 
   // The answer to `request` if it can be given without blocking: /healthz,
   // /readyz, /metrics, an unknown route or method, a malformed key, a fresh
-  // snapshot from a store that does not block, or a refusal by an OPEN or
+  // snapshot this process holds (SnapshotStore::GetInMemory), or a refusal by an OPEN or
   // FORCED_OPEN circuit (with its stale snapshot when there is one), each
   // exactly as Handle() answers it. nullopt: run Handle() on a worker.
   std::optional<HttpResponse> TryAnswerNow(const HttpRequest& request);
@@ -142,6 +147,21 @@ class Handler {
   // Results counted in fusebox_gateway_requests_total.
   enum Answer : std::uint8_t { kFresh, kMiss, kStale, kError, kRejected, kAnswerCount };
 
+  // Outcomes of snapshot look-ups (fusebox_gateway_snapshot_lookups_total):
+  // fresh or expired snapshot, a miss, or a store that could not answer
+  // (down or busy; out of the request's time), which is not a miss.
+  enum SnapshotOutcome : std::uint8_t {
+    kSnapshotFresh,
+    kSnapshotExpired,
+    kSnapshotMiss,
+    kSnapshotUnavailable,
+    kSnapshotTimeout,
+    kSnapshotOutcomeCount
+  };
+  std::uint64_t snapshot_lookups(SnapshotOutcome o) const {
+    return snapshot_lookups_[o].load(std::memory_order_relaxed);
+  }
+
  private:
   struct CompiledRoute {
     const RouteConfig* config;
@@ -158,6 +178,8 @@ class Handler {
     bool path_matched = false;
   };
   class InFlight;
+  // A request's deadline: real time, since it bounds real I/O.
+  using Deadline = std::chrono::steady_clock::time_point;
 
   // /healthz, /readyz, /metrics; nullopt for any other path.
   std::optional<HttpResponse> Endpoint(std::string_view path) const;
@@ -185,12 +207,20 @@ class Handler {
   // Adds the instance and circuit headers.
   HttpResponse Finish(HttpResponse r, std::string_view key) const;
   HttpResponse FreshHit(CompiledRoute& route, std::string_view key, const Snapshot& snap);
+  // The snapshot of `snap_key` read within `deadline`, counted; nullopt for
+  // a miss and for a store that could not answer (counted apart).
+  std::optional<Snapshot> LookUpSnapshot(const std::string& snap_key, const CompiledRoute& route,
+                                         Deadline deadline);
+  void CountSnapshot(SnapshotOutcome o) {
+    snapshot_lookups_[o].fetch_add(1, std::memory_order_relaxed);
+  }
   // A failed or refused call: its stale snapshot if allowed (`waited` is how
   // long ago `snap` was read), else the error of the client contract.
   HttpResponse Failed(CompiledRoute& route, std::string_view key, const Fetched& f,
                       const Snapshot* snap, Duration waited);
+  // The upstream's time is what is left of `deadline` (at most the route's).
   Fetched CallUpstream(const CompiledRoute& route, std::string_view key,
-                       const UpstreamRequest& upstream_request);
+                       const UpstreamRequest& upstream_request, Deadline deadline);
   // What the upstream's reply (or its absence) means for `route`; counted.
   Fetched Judge(const CompiledRoute& route, Result<UpstreamReply> reply);
   UpstreamRequest UpstreamRequestFor(const CompiledRoute& route, const Params& params,
@@ -210,6 +240,7 @@ class Handler {
   std::vector<std::unique_ptr<std::array<std::atomic<std::uint64_t>, 5>>> upstream_counts_;
   SingleFlight<Fetched> flight_;
   std::atomic<std::uint64_t> merged_{0};
+  std::array<std::atomic<std::uint64_t>, kSnapshotOutcomeCount> snapshot_lookups_{};
   std::shared_ptr<std::atomic<std::int64_t>> in_flight_ =
       std::make_shared<std::atomic<std::int64_t>>(0);
   std::atomic<std::uint64_t> upstream_calls_{0};

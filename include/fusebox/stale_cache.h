@@ -167,6 +167,9 @@ struct CachedRead {
   // When stale: the error that the snapshot hides (its retry_at() tells when
   // a refresh may succeed). OK otherwise.
   Status hidden_error{};
+  // When the store could not look (its Get failed: down, busy, out of time)
+  // and the value comes from the call: that error. OK otherwise.
+  Status store_error{};
 };
 
 // Seed 000's stale-if-error reader over a SnapshotStore.
@@ -202,9 +205,10 @@ class StaleIfErrorReader {
 
   // Reads `key` (see SnapshotKey) by the flow in the file comment. For
   // kWrite, calls `fetch` and returns its result: no snapshot is read,
-  // stored or served, and no call is merged. A snapshot store error is
-  // treated as "no snapshot" on Get and ignored on Put: the cache must never
-  // turn a good answer into an error. Exceptions thrown by `fetch` propagate
+  // stored or served, and no call is merged. A snapshot store error on Get
+  // is not a miss but is answered like one, by the call (merged per key),
+  // and reported in CachedRead::store_error; on Put it is ignored: the cache
+  // must never turn a good answer into an error. Exceptions thrown by `fetch` propagate
   // unchanged (to every merged caller).
   Result<CachedRead> Read(std::string_view key, const Fetch& fetch,
                           CallKind kind = CallKind::kRead);

@@ -15,6 +15,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -59,12 +61,15 @@ std::string GatewayYaml(const std::string& instance, const std::string& upstream
   for (const R& r :
        {R{"posts", "/media", "{fresh_for: 0s, max_stale: 1h}"},
         R{"insights", "/insights", "{fresh_for: 1h, max_stale: 24h}"},
-        R{"comments", "/comments", nullptr}, R{"stats", "", "{fresh_for: 0s, max_stale: 1h}"}}) {
+        R{"comments", "/comments", nullptr}, R{"stats", "", "{fresh_for: 0s, max_stale: 1h}"},
+        R{"reach", "/reach", "{fresh_for: 0s, max_stale: 1h}"}}) {
     yaml += std::string("  - name: ") + r.name + "\n    method: GET\n" +
             "    path: /v1/{provider}/accounts/{account}" + r.suffix + "\n" +
             "    upstream: graph\n    upstream_path: /{account}" + r.suffix + "\n" +
             "    workload: read\n    provider: \"{provider}\"\n    subject: \"{account}\"\n" +
             "    classifier: meta\n";
+    // A route with the issue's 1 s deadline, for the Redis-pause test.
+    if (std::string(r.name) == "reach") yaml += "    timeout: 1s\n";
     if (r.cache != nullptr) yaml += std::string("    cache: ") + r.cache + "\n";
   }
   return yaml;
@@ -99,6 +104,7 @@ class GatewayE2eTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    if (redis_) (void)redis_->Resume();  // A test may have SIGSTOPped it.
     if (a_) a_->Shutdown();
     if (b_) b_->Shutdown();
     a_.reset();
@@ -108,10 +114,11 @@ class GatewayE2eTest : public ::testing::Test {
     std::filesystem::remove_all(dir_, ignored);
   }
 
-  std::unique_ptr<Gateway> StartGateway(const std::string& instance) {
-    const std::string yaml = GatewayYaml(
-        instance, upstream_->url(), "redis://127.0.0.1:" + std::to_string(redis_->port()) + "/0",
-        (dir_ / (instance + "-audit.jsonl")).string());
+  std::unique_ptr<Gateway> StartGateway(const std::string& instance, bool with_redis = true) {
+    const std::string yaml =
+        GatewayYaml(instance, upstream_->url(),
+                    with_redis ? "redis://127.0.0.1:" + std::to_string(redis_->port()) + "/0" : "",
+                    (dir_ / (instance + "-audit.jsonl")).string());
     Result<GatewayConfig> config =
         ParseGatewayConfig(yaml, instance + ".yaml", [](std::string_view name) {
           return name == "FUSEBOX_E2E_TOKEN" ? std::optional<std::string>(kToken) : std::nullopt;
@@ -130,6 +137,7 @@ class GatewayE2eTest : public ::testing::Test {
                     ->SetRoutes({{"GET", "/v19.0/*/media", {{.body = kPosts}}},
                                  {"GET", "/v19.0/*/insights", {{.body = kInsights}}},
                                  {"GET", "/v19.0/*/comments", {{.body = kComments}}},
+                                 {"GET", "/v19.0/*/reach", {{.body = R"({"reach":1})"}}},
                                  {"GET", "/v19.0/*", {{.body = R"({"id":"178"})"}}}})
                     .ok());
   }
@@ -215,6 +223,105 @@ const std::string kStats = "/v1/instagram/accounts/178";
 const std::string kPostsPath = "/v1/instagram/accounts/178/media";
 const std::string kInsightsPath = "/v1/instagram/accounts/178/insights";
 const std::string kCommentsPath = "/v1/instagram/accounts/178/comments";
+
+// `threads` clients each sending `per_thread` GETs of `target` to the
+// gateways in turn; returns how many were not a fresh hit (200 and
+// "Cache-Status: fusebox; hit").
+int HammerFreshKey(const std::vector<Gateway*>& gateways, const std::string& target, int threads,
+                   int per_thread) {
+  std::atomic<int> not_fresh{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < threads; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        Gateway& gw = *gateways[static_cast<std::size_t>(t + i) % gateways.size()];
+        Result<HttpReply> r = HttpFetch(gw.address(), "GET", target);
+        if (!r || r->status != 200 || !r->Header("Cache-Status").starts_with("fusebox; hit")) {
+          not_fresh.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& c : clients) c.join();
+  return not_fresh.load();
+}
+
+// The value of the /metrics sample `sample` (name and labels), or -1.
+long long MetricValue(Gateway& gw, const std::string& sample) {
+  Result<HttpReply> r = HttpFetch(gw.address(), "GET", "/metrics");
+  if (!r) return -1;
+  const std::size_t at = r->body.find("\n" + sample + " ");
+  if (at == std::string::npos) return -1;
+  return std::stoll(r->body.substr(at + sample.size() + 2));
+}
+
+// Issue 13 point 2: a snapshot fresh for an hour is served without calling
+// the upstream, however many clients ask at once. The snapshot store's Redis
+// pool used to refuse when busy and the refusal was taken for a miss: 16
+// connections made thousands of upstream calls.
+TEST_F(GatewayE2eTest, AFreshKeyUnderLoadNeverCallsTheUpstreamAgainWithRedis) {
+  ASSERT_EQ(Get(*a_, kInsightsPath).status, 200);
+  ASSERT_EQ(Calls(), 1);
+  EXPECT_EQ(HammerFreshKey({a_.get(), b_.get()}, kInsightsPath, 16, 40), 0);
+  EXPECT_EQ(Calls(), 1) << "a fresh snapshot must not be fetched again";
+  for (Gateway* gw : {a_.get(), b_.get()}) {
+    EXPECT_EQ(MetricValue(*gw, R"(fusebox_gateway_snapshot_lookups_total{result="unavailable"})"),
+              0);
+    EXPECT_GT(MetricValue(*gw, R"(fusebox_gateway_snapshot_lookups_total{result="fresh"})"), 0);
+  }
+  // B had it from Redis (once per request that found its own tier empty).
+  EXPECT_GE(MetricValue(*b_, R"(fusebox_gateway_snapshot_tier_reads_total{result="redis_hit"})"),
+            1);
+}
+
+TEST_F(GatewayE2eTest, AFreshKeyUnderLoadNeverCallsTheUpstreamAgainWithoutRedis) {
+  std::unique_ptr<Gateway> alone = StartGateway("gw-alone", /*with_redis=*/false);
+  ASSERT_NE(alone, nullptr);
+  ASSERT_EQ(Get(*alone, kInsightsPath).status, 200);
+  ASSERT_EQ(Calls(), 1);
+  EXPECT_EQ(HammerFreshKey({alone.get()}, kInsightsPath, 16, 40), 0);
+  EXPECT_EQ(Calls(), 1);
+  alone->Shutdown();
+}
+
+// Redis stopped (SIGSTOP: connections stay up, nothing answers): what each
+// instance holds is still served fresh, without Redis and without the
+// upstream.
+TEST_F(GatewayE2eTest, AFreshKeyUnderLoadIsServedFromTheLocalTierWhileRedisIsStopped) {
+  ASSERT_EQ(Get(*a_, kInsightsPath).status, 200);
+  ASSERT_EQ(Get(*b_, kInsightsPath).status, 200);  // From Redis.
+  ASSERT_EQ(Calls(), 1);
+  ASSERT_TRUE(redis_->Suspend().ok());
+  EXPECT_EQ(HammerFreshKey({a_.get(), b_.get()}, kInsightsPath, 16, 40), 0);
+  EXPECT_EQ(Calls(), 1);
+  ASSERT_TRUE(redis_->Resume().ok());
+}
+
+// The request's deadline (the route's 1 s) bounds what is done for it, Redis
+// included: with Redis stopped and an upstream that does not answer, B (which
+// has no copy of its own) answers within the deadline, not after Redis'
+// timeouts plus a full upstream timeout.
+TEST_F(GatewayE2eTest, ARouteDeadlineBoundsTheAnswerWhileRedisIsStopped) {
+  const std::string reach = "/v1/instagram/accounts/178/reach";
+  ASSERT_EQ(Get(*a_, reach).status, 200);  // A snapshot in Redis and in A.
+  ASSERT_TRUE(upstream_
+                  ->SetRoute({"GET",
+                              "/v19.0/*/reach",
+                              {{.body = R"({"reach":1})", .latency = std::chrono::hours(1)}}})
+                  .ok());
+  ASSERT_TRUE(redis_->Suspend().ok());
+  for (Gateway* gw : {b_.get(), a_.get()}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    HttpReply r = Get(*gw, reach);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    // A serves its own copy stale; B has none and gets the upstream's timeout.
+    EXPECT_TRUE(r.status == 200 || r.status == 502 || r.status == 504) << r.status << r.body;
+    EXPECT_LT(took, std::chrono::milliseconds(1150))
+        << gw->address() << " answered after "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  }
+  ASSERT_TRUE(redis_->Resume().ok());
+}
 
 // Seed 000's diagram, pod A then pod B: A's 429 opens the account's quota
 // circuit for the whole fleet; B fails fast without calling Meta.

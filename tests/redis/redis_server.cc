@@ -80,6 +80,7 @@ RedisServer::RedisServer(RedisServerOptions options, std::string dir)
 
 RedisServer::~RedisServer() {
   admin_.reset();
+  (void)Resume();  // A suspended server would keep its port after the test.
   if (pid_ > 0) (void)Kill();
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
@@ -205,6 +206,20 @@ Status RedisServer::Kill() {
   admin_.reset();
   kill(pid_, SIGKILL);
   return WaitExit(std::chrono::seconds(10));
+}
+
+Status RedisServer::Suspend() {
+  if (pid_ <= 0) return Status::Unavailable("redis-server is not running");
+  if (kill(pid_, SIGSTOP) != 0)
+    return Status::Unavailable("SIGSTOP: " + std::string(strerror(errno)));
+  return Status();
+}
+
+Status RedisServer::Resume() {
+  if (pid_ <= 0) return Status();
+  if (kill(pid_, SIGCONT) != 0)
+    return Status::Unavailable("SIGCONT: " + std::string(strerror(errno)));
+  return Status();
 }
 
 Status RedisServer::Restart() {

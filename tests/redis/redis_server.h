@@ -64,6 +64,11 @@ class RedisServer {
   Status Stop();
   // SIGKILL, then waits for the exit.
   Status Kill();
+  // SIGSTOP: the server keeps its connections and answers nothing, as a
+  // stuck process or a paused VM does. Resume() (SIGCONT) undoes it; the
+  // destructor resumes a suspended server before killing it.
+  Status Suspend();
+  Status Resume();
   // Stops the server if it runs and starts a new one on the same port; its
   // data is gone (no persistence), and so is its script cache.
   Status Restart();

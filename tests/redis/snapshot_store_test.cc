@@ -6,8 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <latch>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "fusebox/stale_cache.h"
 #include "tests/redis/redis_server.h"
@@ -38,8 +42,95 @@ class RedisSnapshotStoreTest : public ::testing::Test {
     return s ? std::move(*s) : nullptr;
   }
 
+  // A store with one connection and a 2 s command timeout, holding "k".
+  std::unique_ptr<RedisSnapshotStore> OneConnectionWithK(int max_waiters, Duration max_wait) {
+    SnapshotStoreOptions o;
+    o.connection = server_->connection_options(seconds(2));
+    o.connections = 1;
+    o.max_waiters = max_waiters;
+    o.max_wait = max_wait;
+    auto store = RedisSnapshotStore::Create(o);
+    if (!store || !(*store)->Put("k", "v").ok()) return nullptr;
+    return std::move(*store);
+  }
+
+  void TearDown() override {
+    if (server_) (void)server_->Resume();  // Whatever a test did: never leave it stopped.
+  }
+
   std::unique_ptr<RedisServer> server_;
 };
+
+// A pool smaller than its callers queues them: busy is not down, and every
+// read of a stored key finds it (it used to fail at once, "every connection
+// busy", which a caller took for a miss).
+TEST_F(RedisSnapshotStoreTest, ABusyPoolQueuesItsCallersInsteadOfRefusingThem) {
+  auto store = OneConnectionWithK(/*max_waiters=*/16, /*max_wait=*/seconds(2));
+  ASSERT_NE(store, nullptr);
+  std::atomic<int> found{0}, failed{0};
+  std::latch start(16);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&] {
+      start.arrive_and_wait();
+      for (int i = 0; i < 50; ++i) {
+        auto g = store->Get("k");
+        (g && *g ? found : failed).fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(found.load(), 16 * 50);
+  const RedisSnapshotStore::Stats stats = store->stats();
+  EXPECT_GT(stats.pool_waits, 0);
+  EXPECT_EQ(stats.pool_queue_full, 0);
+  EXPECT_EQ(stats.pool_in_use, 0);
+}
+
+// SIGSTOP: Redis holds the connection and answers nothing. The caller's
+// budget bounds the I/O (the command timeout is 2 s), a waiter gives up at its
+// own budget, and a caller finding the queue full is refused at once.
+TEST_F(RedisSnapshotStoreTest, ACallersBudgetBoundsItsIoAndItsWaitForAConnection) {
+  auto store = OneConnectionWithK(/*max_waiters=*/1, /*max_wait=*/seconds(5));
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(server_->Suspend().ok());
+  using Clock = std::chrono::steady_clock;
+  Clock::duration a_took{}, b_took{};
+  Result<std::optional<Snapshot>> a = std::optional<Snapshot>(), b = std::optional<Snapshot>();
+  std::thread ta([&] {
+    const auto t0 = Clock::now();
+    a = store->GetWithin("k", milliseconds(600));
+    a_took = Clock::now() - t0;
+  });
+  ASSERT_TRUE(PollUntil([&] { return store->stats().pool_in_use == 1; }));
+  std::thread tb([&] {
+    const auto t0 = Clock::now();
+    b = store->GetWithin("k", milliseconds(100));
+    b_took = Clock::now() - t0;
+  });
+  ASSERT_TRUE(PollUntil([&] { return store->stats().pool_waiting == 1; }));
+  auto c = store->Get("k");  // The queue (1) is full.
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().code(), StatusCode::kUnavailable);
+  tb.join();
+  ta.join();
+  ASSERT_FALSE(a.has_value());
+  EXPECT_EQ(a.error().code(), StatusCode::kTimeout) << a.error();
+  EXPECT_LT(a_took, milliseconds(1500));  // Not the 2 s command timeout.
+  ASSERT_FALSE(b.has_value());
+  EXPECT_EQ(b.error().code(), StatusCode::kTimeout) << b.error();
+  EXPECT_LT(b_took, milliseconds(1500));
+  const RedisSnapshotStore::Stats stats = store->stats();
+  EXPECT_EQ(stats.pool_queue_full, 1);
+  EXPECT_EQ(stats.pool_wait_timeouts, 1);
+  EXPECT_EQ(stats.timeouts, 1);
+  // No budget left: no I/O, no wait.
+  auto none = store->GetWithin("k", Duration::zero());
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code(), StatusCode::kTimeout);
+  ASSERT_TRUE(server_->Resume().ok());
+}
 
 TEST_F(RedisSnapshotStoreTest, StoresBytesExactlyAndMeasuresAgeByRedisTtl) {
   auto store = Store();

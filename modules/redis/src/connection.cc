@@ -235,6 +235,14 @@ Status Connection::Open() {
   return Status();
 }
 
+Status Connection::SetCommandTimeout(Duration timeout) {
+  if (broken()) return BrokenStatus("set timeout");
+  if (timeout == io_timeout_) return Status();
+  if (redisSetTimeout(context_, ToTimeval(timeout)) != REDIS_OK) return Break("set timeout", errno);
+  io_timeout_ = timeout;
+  return Status();
+}
+
 Status Connection::Append(std::span<const std::string_view> args) {
   const std::string_view op = OperationName(args);
   if (args.empty()) return Error(StatusCode::kInvalidArgument, op, "no command given");

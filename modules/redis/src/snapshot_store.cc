@@ -32,7 +32,8 @@ Result<std::unique_ptr<RedisSnapshotStore>> RedisSnapshotStore::Create(
   if (options.max_value_bytes < 1) return bad("max_value_bytes must be >= 1");
   Clock& clock = options.clock != nullptr ? *options.clock : SystemClock();
   Result<std::unique_ptr<internal::GuardedClient>> client = internal::GuardedClient::Create(
-      options.connection, options.connections, options.failure_threshold, options.down_for, clock);
+      options.connection, options.connections, options.failure_threshold, options.down_for, clock,
+      {.max_waiters = options.max_waiters, .max_wait = options.max_wait});
   if (!client) {
     return Status::InvalidArgument("SnapshotStoreOptions: " +
                                    std::string(client.error().message()));
@@ -54,6 +55,15 @@ std::string RedisSnapshotStore::KeyOf(std::string_view key) const {
 }
 
 Result<std::optional<Snapshot>> RedisSnapshotStore::Get(std::string_view key) {
+  return GetWithin(key, internal::GuardedClient::kNoBudget);
+}
+
+Status RedisSnapshotStore::Put(std::string_view key, std::string value) {
+  return PutWithin(key, std::move(value), internal::GuardedClient::kNoBudget);
+}
+
+Result<std::optional<Snapshot>> RedisSnapshotStore::GetWithin(std::string_view key,
+                                                              Duration budget) {
   const std::string k = KeyOf(key);
   return client_->Run<std::optional<Snapshot>>(
       [&](Connection& c) -> Result<std::optional<Snapshot>> {
@@ -71,10 +81,11 @@ Result<std::optional<Snapshot>> RedisSnapshotStore::Get(std::string_view key) {
             pttl.integer >= 0 ? std::chrono::milliseconds(pttl.integer) : Duration::zero();
         const Duration age = left < options_.max_age ? options_.max_age - left : Duration::zero();
         return std::optional<Snapshot>(Snapshot{value.str, age});
-      });
+      },
+      budget);
 }
 
-Status RedisSnapshotStore::Put(std::string_view key, std::string value) {
+Status RedisSnapshotStore::PutWithin(std::string_view key, std::string value, Duration budget) {
   if (value.size() > options_.max_value_bytes) {
     return Status::InvalidArgument(
         "redis snapshot store: value of " + std::to_string(value.size()) +
@@ -82,12 +93,14 @@ Status RedisSnapshotStore::Put(std::string_view key, std::string value) {
   }
   const std::string k = KeyOf(key);
   const std::string px = Millis(options_.max_age);
-  Result<bool> r = client_->Run<bool>([&](Connection& c) -> Result<bool> {
-    Result<Reply> reply = c.Command({"SET", k, value, "PX", px});
-    if (!reply) return reply.error();
-    if (!reply->is_status()) return Unexpected("SET", *reply);
-    return true;
-  });
+  Result<bool> r = client_->Run<bool>(
+      [&](Connection& c) -> Result<bool> {
+        Result<Reply> reply = c.Command({"SET", k, value, "PX", px});
+        if (!reply) return reply.error();
+        if (!reply->is_status()) return Unexpected("SET", *reply);
+        return true;
+      },
+      budget);
   return r.has_value() ? Status() : r.error();
 }
 
@@ -100,6 +113,21 @@ Status RedisSnapshotStore::Erase(std::string_view key) {
     return true;
   });
   return r.has_value() ? Status() : r.error();
+}
+
+RedisSnapshotStore::Stats RedisSnapshotStore::stats() const {
+  const internal::GuardedClient::Counters& c = client_->counters();
+  auto get = [](const std::atomic<std::int64_t>& n) { return n.load(std::memory_order_relaxed); };
+  return Stats{.commands = get(c.commands),
+               .errors = get(c.errors),
+               .refused = get(c.refused),
+               .timeouts = get(c.timeouts),
+               .pool_waits = get(c.pool_waits),
+               .pool_wait_timeouts = get(c.pool_wait_timeouts),
+               .pool_queue_full = get(c.pool_queue_full),
+               .pool_in_use = get(c.pool_in_use),
+               .pool_waiting = get(c.pool_waiting),
+               .pool_size = options_.connections};
 }
 
 }  // namespace fusebox::redis

@@ -85,6 +85,12 @@ class Connection {
   // True after an I/O error or timeout, until Reconnect() succeeds.
   bool broken() const { return context_ == nullptr; }
 
+  // Bounds each later read and write by `timeout` (> 0) instead of
+  // options().command_timeout, until called again: how a caller's deadline
+  // bounds one command. kUnavailable when broken or the socket refuses.
+  Status SetCommandTimeout(Duration timeout);
+  Duration command_timeout() const { return io_timeout_; }
+
   // Drops the current socket (if any) and connects again with the same
   // options. Subscriptions and unread pipelined replies are gone: subscribe
   // again.

@@ -15,10 +15,12 @@
 // itself. Get is one round trip (GET and PTTL pipelined), Put and Erase one
 // command each.
 //
-// Failures: every Redis error is a kUnavailable Status, which the reader
-// treats as "no snapshot" (Get) or ignores (Put). The store is guarded by its
-// own CircuitBreaker (as RedisSharedState is), so a dead Redis costs no
-// latency per read.
+// Failures: a Redis that cannot answer is a kUnavailable Status (kTimeout
+// when the caller's budget ran out first), never a miss (nullopt). The store
+// is guarded by its own CircuitBreaker (as RedisSharedState is), so a dead
+// Redis costs no latency per read. A caller finding every connection busy
+// waits in a bounded queue (max_waiters, max_wait) instead of being refused;
+// GetWithin/PutWithin bound that wait and the I/O by the caller's budget.
 //
 // Thread-safe.
 #ifndef FUSEBOX_REDIS_SNAPSHOT_STORE_H_
@@ -52,9 +54,14 @@ struct SnapshotStoreOptions {
   // Largest value accepted by Put (bytes, >= 1); larger ones are refused
   // with kInvalidArgument rather than filling Redis. Default: 1 MiB.
   std::size_t max_value_bytes = 1 << 20;
-  // Connections for concurrent calls (>= 1); a call finding all busy fails
-  // at once (kUnavailable). Default: 4.
+  // Connections for concurrent calls (>= 1): size it for the threads that
+  // call the store. Default: 4.
   int connections = 4;
+  // Callers that may wait for a busy pool (>= 0); one more fails at once
+  // with kUnavailable. Default: 64.
+  int max_waiters = 64;
+  // The longest wait for a connection (> 0); then kTimeout. Default: 250 ms.
+  Duration max_wait = std::chrono::milliseconds(250);
   // The store's breaker: failure_threshold failures in a row (>= 1) stop all
   // traffic for down_for (> 0). Defaults: 3, 5 s.
   int failure_threshold = 3;
@@ -71,6 +78,27 @@ class RedisSnapshotStore final : public SnapshotStore {
   Result<std::optional<Snapshot>> Get(std::string_view key) override;
   Status Put(std::string_view key, std::string value) override;
   Status Erase(std::string_view key) override;
+  Result<std::optional<Snapshot>> GetWithin(std::string_view key, Duration budget) override;
+  Status PutWithin(std::string_view key, std::string value, Duration budget) override;
+
+  // Since creation (in_use and waiting: now).
+  struct Stats {
+    std::int64_t commands = 0;
+    std::int64_t errors = 0;
+    // Calls not sent because the store's breaker is open.
+    std::int64_t refused = 0;
+    // Commands cut short by the caller's budget.
+    std::int64_t timeouts = 0;
+    // The pool: callers that waited, waits that ran out of time, callers
+    // refused because max_waiters were already waiting.
+    std::int64_t pool_waits = 0;
+    std::int64_t pool_wait_timeouts = 0;
+    std::int64_t pool_queue_full = 0;
+    std::int64_t pool_in_use = 0;
+    std::int64_t pool_waiting = 0;
+    int pool_size = 0;
+  };
+  Stats stats() const;
 
  private:
   RedisSnapshotStore(SnapshotStoreOptions options, std::unique_ptr<internal::GuardedClient> client);

@@ -43,6 +43,10 @@ bool StillOpen(Socket& s) {
 
 Status ErrorStatus(const UpstreamConfig& config, beast::error_code ec, std::string_view during) {
   const std::string where = "upstream " + config.name;
+  if (ec == http::error::body_limit) {
+    // Not a connection problem: the handler tells the client what it was.
+    return Status::Rejected(StatusCode::kUnavailable, UpstreamPool::kReplyTooLarge);
+  }
   if (ec == beast::error::timeout) {
     return Status(StatusCode::kTimeout, where + ": deadline passed during " + std::string(during));
   }

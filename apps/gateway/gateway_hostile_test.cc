@@ -263,13 +263,16 @@ TEST_F(HostileTest, AnExceptionWhileAnsweringIsA500AndOtherConnectionsAreServed)
   EXPECT_THAT(log_.str(), ::testing::Not(HasSubstr("boom-io")));
 }
 
-// Beast refuses a Content-Length over the limit before reading the body; the
-// handler must say what happened, on both upstream clients.
+// Valid JSON (so that only the reply's own limit can refuse it) of 20 MB
+// and 40 MB, with a Content-Length: both passed before. On both upstream
+// clients (the worker's for the cached route, the event loop's for the
+// other).
 TEST_F(HostileTest, AnUpstreamReplyOverTheLimitIs502TooLarge) {
-  const std::string big(UpstreamPool::kMaxReplyBytes + 1, 'x');
+  const std::string twenty = "\"" + std::string(20'000'000, 'x') + "\"";
+  const std::string forty = "\"" + std::string(40'000'000, 'x') + "\"";
   ASSERT_TRUE(upstream_
-                  ->SetRoutes({{"GET", "/v19.0/*/insights", {{.body = big}}},
-                               {"GET", "/v19.0/*/media", {{.body = big}}}})
+                  ->SetRoutes({{"GET", "/v19.0/*/insights", {{.body = twenty}}},
+                               {"GET", "/v19.0/*/media", {{.body = forty}}}})
                   .ok());
   Start();
   for (const char* route : {"insights", "media"}) {

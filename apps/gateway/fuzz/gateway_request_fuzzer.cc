@@ -8,6 +8,28 @@
 // gateway), metrics labels and the error envelopes. A fake fleet state holds
 // every circuit FORCED_OPEN, so no input reaches the network, and checks
 // every circuit name it is given; every JSON answer must parse.
+#include <algorithm>
+#include <atomic>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "apps/gateway/config.h"
+#include "apps/gateway/handler.h"
+#include "fusebox/config_names.h"
+#include "fusebox/meta/provider_call.h"
+#include "fusebox/metrics.h"
+#include "fusebox/registry.h"
+#include "fusebox/shared_state.h"
+#include "fusebox/snapshot_store.h"
+#include "fusebox/testing/manual_clock.h"
+
 namespace {
 
 namespace beast = boost::beast;

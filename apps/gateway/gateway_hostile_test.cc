@@ -452,6 +452,16 @@ TEST(HostileProcess, NoPathParameterStopsTheProcess) {
 // Out of descriptors, accept fails at once while the connection waits in the
 // listen queue: the loop must pause (50 ms doubling to 1 s), not spin.
 TEST(HostileProcess, OutOfDescriptorsTheAcceptLoopPausesInsteadOfSpinning) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // A sanitized process out of descriptors reports false errors: UBSan
+  // checks that memory is readable through a pipe it cannot open. The
+  // release build runs this test.
+  GTEST_SKIP() << "sanitizers need descriptors of their own";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  GTEST_SKIP() << "sanitizers need descriptors of their own";
+#endif
+#endif
   GatewayProcess gw(WriteConfig("hostile_emfile.yaml",
                                 "listen: 127.0.0.1:0\nio_threads: 1\nworkers: 1\n"
                                 "upstreams: []\nroutes: []\n"),

@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -33,6 +34,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <deque>
 #include <iostream>
 #include <map>
@@ -107,7 +109,29 @@ struct SessionTable {
     internal::MutexLock lock(&mu);
     return sessions.empty();
   }
+  std::size_t size() FUSEBOX_EXCLUDES(mu) {
+    internal::MutexLock lock(&mu);
+    return sessions.size();
+  }
 };
+
+// `text` (an exception's message) for a log line: at most 200 bytes, every
+// byte outside printable ASCII as \xNN.
+std::string Printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : text.substr(0, 200)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f && c != '\\') {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
 
 // What a Session needs from the gateway.
 struct ServerContext {
@@ -117,10 +141,16 @@ struct ServerContext {
   asio::thread_pool* workers = nullptr;
   std::shared_ptr<SessionTable> table;
   std::string instance;
+  // Counts and logs (rate-limited) an exception caught around a request.
+  std::function<void(std::string_view what)> internal_error;
+  // GatewayOptions::before_handling_for_testing.
+  std::function<void(std::string_view target, bool worker)> before_handling;
 };
 
 std::string SnapshotEvent(const ServerContext& ctx) {
-  return "event: snapshot\ndata: {\"instance\":" + nlohmann::json(ctx.instance).dump() +
+  return "event: snapshot\ndata: {\"instance\":" +
+         nlohmann::json(ctx.instance)
+             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
          ",\"circuits\":" + ctx.handler->CircuitsJson() +
          ",\"transitions\":" + ctx.feed->RecentJson() + "}\n\n";
 }
@@ -232,24 +262,90 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void ReadRequest() {
     phase_ = Phase::kReading;
+    deadline_armed_ = false;
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(ctx_.config->limits.max_header_bytes));
     parser_->body_limit(ctx_.config->limits.max_body_bytes);
-    parser_->eager(true);  // as http::async_read sets it
-    // A request usually arrives whole in its first segment: parse what is
-    // buffered first, as http::async_read would, and go asynchronous (under
-    // read_timeout) only for the rest. Saves a timer and a post per request.
-    for (;;) {
-      if (parser_->is_done()) return OnRead({});
-      if (buffer_.size() == 0) break;
+    // The header first (not eager: put() stops after it), so that its
+    // framing is checked and an Expect: 100-continue answered before any of
+    // the body is read. A request usually arrives whole in its first
+    // segment: parse what is buffered first, as http::async_read would, and
+    // go asynchronous (under read_timeout) only for the rest.
+    parser_->eager(false);
+    if (!ParseBuffered([this] { return parser_->is_header_done(); })) return;
+    if (parser_->is_header_done()) return OnHeader({});
+    ArmReadDeadline();
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnHeader(ec); });
+  }
+
+  // Puts what is buffered into the parser until `enough()` or it needs more
+  // bytes. False when it failed (OnRead has the error).
+  template <typename Enough>
+  bool ParseBuffered(Enough enough) {
+    while (!enough() && buffer_.size() > 0) {
       beast::error_code ec;
       const std::size_t used = parser_->put(buffer_.data(), ec);
       buffer_.consume(used);
       if (ec == http::error::need_more) break;
-      if (ec) return OnRead(ec);
+      if (ec) {
+        OnRead(ec);
+        return false;
+      }
       if (used == 0) break;
     }
+    return true;
+  }
+
+  // read_timeout runs from the first byte of a request to its last.
+  void ArmReadDeadline() {
+    if (deadline_armed_) return;
+    deadline_armed_ = true;
     ArmTimer(ctx_.config->limits.read_timeout);
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec || timed_out_) return OnRead(ec);
+    const http::request_parser<http::string_body>::value_type& req = parser_->get();
+    // RFC 9112 section 6.1: a request whose length is ambiguous is refused
+    // (Beast would take the Content-Length beside "gzip", and read no body
+    // at all for "gzip" alone: a smuggled second request).
+    if (const auto te = req.find(http::field::transfer_encoding); te != req.end()) {
+      if (!beast::iequals(te->value(), "chunked") || req.count(http::field::content_length) > 0) {
+        return WriteResponse(
+            ErrorResponse(400, "BAD_REQUEST",
+                          "Transfer-Encoding must be exactly \"chunked\", without Content-Length"),
+            false);
+      }
+    }
+    if (const auto expect = req.find(http::field::expect); expect != req.end()) {
+      if (!beast::iequals(expect->value(), "100-continue")) {
+        return WriteResponse(
+            ErrorResponse(417, "EXPECTATION_FAILED", "the only expectation met is 100-continue"),
+            false);
+      }
+      // The client waits for this before it sends the body (RFC 9110
+      // section 10.1.1); an HTTP/1.0 client gets none.
+      if (!parser_->is_done() && req.version() == 11) {
+        static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        ArmReadDeadline();
+        asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
+                          [self = shared_from_this()](beast::error_code ec2, std::size_t) {
+                            if (ec2) return self->OnRead(ec2);
+                            self->ReadBody();
+                          });
+        return;
+      }
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    parser_->eager(true);  // as http::async_read sets it
+    if (!ParseBuffered([this] { return parser_->is_done(); })) return;
+    if (parser_->is_done()) return OnRead({});
+    ArmReadDeadline();
     http::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRead(ec); });
@@ -313,7 +409,18 @@ class Session : public std::enable_shared_from_this<Session> {
                    self->WriteResponse(std::move(response), keep_alive);
                  });
     };
-    switch (ctx_.handler->Dispatch(request, loop_, now, later)) {
+    // The last line of defence, here and on the worker: whatever throws
+    // while a request is answered becomes a 500 for that request alone.
+    Handler::Dispatched dispatched = Handler::Dispatched::kAnswered;
+    try {
+      if (ctx_.before_handling) ctx_.before_handling(request.target, false);
+      dispatched = ctx_.handler->Dispatch(request, loop_, now, later);
+    } catch (...) {
+      ctx_.internal_error(CurrentExceptionWhat());
+      // Dispatch() takes `later` only when it returns kStarted.
+      return WriteResponse(InternalErrorResponse(), false);
+    }
+    switch (dispatched) {
       case Handler::Dispatched::kAnswered:
         return WriteResponse(std::move(now), keep_alive);
       case Handler::Dispatched::kStarted:
@@ -324,10 +431,21 @@ class Session : public std::enable_shared_from_this<Session> {
     asio::post(*ctx_.workers,
                [self = shared_from_this(),
                 request = std::make_shared<const HttpRequest>(std::move(request)), keep_alive] {
-                 HttpResponse response = self->ctx_.handler->Handle(*request);
+                 // An exception leaving a worker's task would end the process.
+                 HttpResponse response;
+                 bool keep = keep_alive;
+                 try {
+                   if (self->ctx_.before_handling)
+                     self->ctx_.before_handling(request->target, true);
+                   response = self->ctx_.handler->Handle(*request);
+                 } catch (...) {
+                   self->ctx_.internal_error(CurrentExceptionWhat());
+                   response = InternalErrorResponse();
+                   keep = false;
+                 }
                  asio::post(self->stream_.get_executor(),
-                            [self, response = std::move(response), keep_alive]() mutable {
-                              self->WriteResponse(std::move(response), keep_alive);
+                            [self, response = std::move(response), keep]() mutable {
+                              self->WriteResponse(std::move(response), keep);
                             });
                });
   }
@@ -438,6 +556,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Timer timer_;
   std::uint64_t timer_gen_ = 0;
   bool timed_out_ = false;
+  // The request being read has its read_timeout running.
+  bool deadline_armed_ = false;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   // The response being written.
@@ -496,6 +616,20 @@ struct Gateway::Impl {
   std::vector<std::thread> io_threads;
   // The loop of the next connection (round robin; on the control strand).
   std::size_t next_loop = 0;
+  // After an accept failed for want of descriptors or memory, the wait
+  // before the next try (zero: none failed); on the control strand.
+  asio::steady_timer accept_pause{control};
+  std::chrono::milliseconds accept_backoff{0};
+  // Accept failures: out of descriptors or memory (EMFILE, ENFILE, ENOBUFS,
+  // ENOMEM), and any other.
+  std::atomic<std::uint64_t> accept_errors_exhausted{0};
+  std::atomic<std::uint64_t> accept_errors_other{0};
+  std::atomic<std::uint64_t> accept_backoffs{0};
+  // Exceptions caught around a request; the last log line about one.
+  std::atomic<std::uint64_t> internal_errors{0};
+  internal::Mutex log_mu;
+  std::chrono::steady_clock::time_point last_error_line FUSEBOX_GUARDED_BY(log_mu) = {};
+  std::uint64_t unlogged_errors FUSEBOX_GUARDED_BY(log_mu) = 0;
   std::string address;
   int port = 0;
   internal::Mutex shutdown_mu;
@@ -509,11 +643,87 @@ struct Gateway::Impl {
     acceptor.async_accept(asio::make_strand(Loop(loop)),
                           [this, loop](beast::error_code ec, Session::Stream::socket_type s) {
                             if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-                            if (!ec && !table->draining.load()) {
+                            if (ec) return OnAcceptError(ec);
+                            accept_backoff = std::chrono::milliseconds(0);
+                            if (!table->draining.load()) {
                               std::make_shared<Session>(std::move(s), ctx, loop)->Start();
                             }
                             Accept();
                           });
+  }
+
+  // Out of descriptors or memory, the connection stays in the listen queue
+  // and the next accept fails at once: trying again at once spins a core.
+  // Wait 50 ms, doubling to 1 s while it lasts; anything else (a client
+  // that reset before it was accepted) is retried at once.
+  void OnAcceptError(beast::error_code ec) {
+    const bool exhausted = ec == asio::error::no_descriptors || ec.value() == ENFILE ||
+                           ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
+    if (!exhausted) {
+      accept_errors_other.fetch_add(1, std::memory_order_relaxed);
+      return Accept();
+    }
+    accept_errors_exhausted.fetch_add(1, std::memory_order_relaxed);
+    accept_backoffs.fetch_add(1, std::memory_order_relaxed);
+    if (accept_backoff.count() == 0) {
+      internal::MutexLock lock(&log_mu);
+      *log << "fusebox gateway: accept: " << ec.message() << "; pausing accepts (50 ms to 1 s)"
+           << std::endl;
+    }
+    accept_backoff = std::clamp(accept_backoff * 2, std::chrono::milliseconds(50),
+                                std::chrono::milliseconds(1000));
+    accept_pause.expires_after(accept_backoff);
+    accept_pause.async_wait([this](beast::error_code e) {
+      if (e || !acceptor.is_open()) return;
+      Accept();
+    });
+  }
+
+  // An exception caught around a request: counted, and logged at most once
+  // a second (a client that found a way to make every request throw must
+  // not flood the log). The message is an exception's, never a header,
+  // body or query string.
+  void InternalError(std::string_view what) {
+    internal_errors.fetch_add(1, std::memory_order_relaxed);
+    const auto now = std::chrono::steady_clock::now();
+    internal::MutexLock lock(&log_mu);
+    if (now - last_error_line < std::chrono::seconds(1) &&
+        last_error_line != std::chrono::steady_clock::time_point{}) {
+      ++unlogged_errors;
+      return;
+    }
+    *log << "fusebox gateway: internal error answering a request (answered 500 INTERNAL_ERROR): "
+         << Printable(what);
+    if (unlogged_errors > 0) *log << " (and " << unlogged_errors << " more not logged)";
+    *log << std::endl;
+    last_error_line = now;
+    unlogged_errors = 0;
+  }
+
+  // The accept loop's families for /metrics.
+  void AppendMetrics(std::string& out) {
+    out +=
+        "# HELP fusebox_gateway_accept_errors_total Failed accepts: reason=\"exhausted\" when out "
+        "of descriptors or memory (accepting pauses), else \"other\".\n"
+        "# TYPE fusebox_gateway_accept_errors_total counter\n"
+        "fusebox_gateway_accept_errors_total{reason=\"exhausted\"} " +
+        std::to_string(accept_errors_exhausted.load()) +
+        "\nfusebox_gateway_accept_errors_total{reason=\"other\"} " +
+        std::to_string(accept_errors_other.load()) +
+        "\n# HELP fusebox_gateway_accept_pauses_total Pauses of the accept loop (50 ms to 1 s) "
+        "after an accept found no descriptor or memory.\n"
+        "# TYPE fusebox_gateway_accept_pauses_total counter\n"
+        "fusebox_gateway_accept_pauses_total " +
+        std::to_string(accept_backoffs.load()) +
+        "\n# HELP fusebox_gateway_connections Client connections open.\n"
+        "# TYPE fusebox_gateway_connections gauge\n"
+        "fusebox_gateway_connections " +
+        std::to_string(table->size()) +
+        "\n# HELP fusebox_gateway_internal_errors_total Requests answered 500 INTERNAL_ERROR "
+        "because handling them threw.\n"
+        "# TYPE fusebox_gateway_internal_errors_total counter\n"
+        "fusebox_gateway_internal_errors_total " +
+        std::to_string(internal_errors.load()) + "\n";
   }
 
   void Broadcast(const std::string& event) {
@@ -607,6 +817,7 @@ void Gateway::Impl::Shutdown() {
     beast::error_code ec;
     acceptor.close(ec);
     ticker.cancel();
+    accept_pause.cancel();
     // No connection is accepted after this (accepts run on this strand):
     // loops 1.. may end once their connections have.
     loop_guards.clear();
@@ -795,31 +1006,47 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
     impl->loop_guards.push_back(asio::make_work_guard(*impl->more_loops.back()));
     loops.push_back(impl->more_loops.back().get());
   }
-  impl->handler =
-      std::make_unique<Handler>(Handler::Deps{.config = &impl->config,
-                                              .registry = impl->registry.get(),
-                                              .store = impl->store,
-                                              .metrics = impl->metrics.get(),
-                                              .shared_state_healthy = healthy,
-                                              .instance = instance,
-                                              .store_may_block = !config.redis_url.empty(),
-                                              .store_metrics = impl->store_metrics,
-                                              .circuits_may_block = !config.redis_url.empty(),
-                                              .loops = loops});
+  impl->handler = std::make_unique<Handler>(
+      Handler::Deps{.config = &impl->config,
+                    .registry = impl->registry.get(),
+                    .store = impl->store,
+                    .metrics = impl->metrics.get(),
+                    .shared_state_healthy = healthy,
+                    .instance = instance,
+                    .store_may_block = !config.redis_url.empty(),
+                    .store_metrics = impl->store_metrics,
+                    .circuits_may_block = !config.redis_url.empty(),
+                    .loops = loops,
+                    .on_internal_error = [raw](std::string_view what) { raw->InternalError(what); },
+                    .more_metrics = [raw](std::string& out) { raw->AppendMetrics(out); }});
   impl->workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(config.workers));
-  impl->ctx = ServerContext{.config = &impl->config,
-                            .handler = impl->handler.get(),
-                            .feed = impl->feed.get(),
-                            .workers = impl->workers.get(),
-                            .table = impl->table,
-                            .instance = instance};
+  impl->ctx =
+      ServerContext{.config = &impl->config,
+                    .handler = impl->handler.get(),
+                    .feed = impl->feed.get(),
+                    .workers = impl->workers.get(),
+                    .table = impl->table,
+                    .instance = instance,
+                    .internal_error = [raw](std::string_view what) { raw->InternalError(what); },
+                    .before_handling = std::move(options.before_handling_for_testing)};
   impl->table->on_empty_while_draining = [raw] {
     asio::post(raw->control, [raw] { raw->grace.cancel(); });
   };
   impl->Accept();
   impl->Tick();
   for (int i = 0; i < config.io_threads; ++i) {
-    impl->io_threads.emplace_back([raw, i] { raw->Loop(static_cast<std::size_t>(i)).run(); });
+    impl->io_threads.emplace_back([raw, i] {
+      // A completion handler that throws ends run(); the loop goes on with
+      // the others (its connection is dropped with the handler).
+      for (;;) {
+        try {
+          raw->Loop(static_cast<std::size_t>(i)).run();
+          return;
+        } catch (...) {
+          raw->InternalError(CurrentExceptionWhat());
+        }
+      }
+    });
   }
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
 }

@@ -16,6 +16,7 @@
 #define FUSEBOX_APPS_GATEWAY_GATEWAY_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -37,6 +38,11 @@ struct GatewayOptions {
   Clock* clock = nullptr;
   // Where lifecycle lines go ("fusebox gateway: ..."). Default: stderr.
   std::ostream* log = nullptr;
+  // Tests only: called with each request's target just before it is
+  // handled, on the I/O thread (`worker` false) and again if it goes to a
+  // worker. It may throw, to show what any exception there becomes: a 500
+  // INTERNAL_ERROR for that request, a log line, and nothing else.
+  std::function<void(std::string_view target, bool worker)> before_handling_for_testing = nullptr;
 };
 
 class Gateway {

@@ -11,6 +11,8 @@
 #include "fusebox/meta/provider_call.h"
 #include "fusebox/meta/response.h"
 #include "fusebox/prometheus.h"
+// The UTF-8 check of fusebox's own JSON writers (JsonStringBytes).
+#include "src/json_line.h"
 
 namespace fusebox::gateway {
 namespace {
@@ -69,8 +71,37 @@ std::string EncodeSnapshot(const UpstreamReply& reply) {
   return std::string(IsJsonBody(reply) ? "j\n" : "t\n") + reply.body;
 }
 
-std::string JsonString(std::string_view text) {
-  return Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
+// Every JSON text the handler writes: bytes from outside that are not UTF-8
+// (an upstream body, a name from a request) become U+FFFD instead of
+// nlohmann's exception (type_error 316), which nothing would catch.
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+std::string JsonString(std::string_view text) { return Dump(Json(std::string(text))); }
+
+// The size of JsonString(text), at most: escapes are 2 bytes (\" \\ \b \f \n
+// \r \t) or 6 (\u00XX), an invalid byte becomes U+FFFD (3 bytes).
+std::size_t JsonStringBytes(std::string_view text) {
+  std::size_t n = 2;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') {
+      n += 2;
+      ++i;
+    } else if (c < 0x20) {
+      n += 6;
+      ++i;
+    } else if (c < 0x80) {
+      ++n;
+      ++i;
+    } else if (const std::size_t len = internal::Utf8SequenceLength(text, i); len > 0) {
+      n += len;
+      i += len;
+    } else {
+      n += 3;
+      ++i;
+    }
+  }
+  return n;
 }
 
 // The JSON text for "data": the body itself when it is JSON, else a string.
@@ -93,7 +124,7 @@ std::string Envelope(std::string_view data_json, bool stale, seconds age,
   if (hidden != nullptr) {
     Json reason = {{"code", std::string(meta::ConnCodeName(hidden->code))}};
     if (hidden->retry_after) reason["retry_after_seconds"] = hidden->retry_after->count();
-    out += ",\"stale_reason\":" + reason.dump();
+    out += ",\"stale_reason\":" + Dump(reason);
   }
   out += '}';
   return out;
@@ -129,8 +160,9 @@ int StatusClass(int status) {
 }
 
 // What the client gets for a failed call (docs/gateway.md, client contract).
-HttpResponse ErrorFor(const meta::ProviderError& e, std::string_view key,
-                      const std::optional<UpstreamReply>& reply) {
+HttpResponse ErrorFor(const Fetched& f, std::string_view key) {
+  const meta::ProviderError& e = f.error;
+  const std::optional<UpstreamReply>& reply = f.reply;
   int status = 400;
   std::string message;
   switch (e.code) {
@@ -153,7 +185,12 @@ HttpResponse ErrorFor(const meta::ProviderError& e, std::string_view key,
       message = "the upstream rejected the request as invalid";
       break;
   }
-  Json err = {{"code", std::string(meta::ConnCodeName(e.code))},
+  if (f.reply_too_large) {
+    status = 502;
+    message = "the upstream's reply is larger than the gateway's limit (16 MiB)";
+  }
+  Json err = {{"code", f.reply_too_large ? std::string("UPSTREAM_REPLY_TOO_LARGE")
+                                         : std::string(meta::ConnCodeName(e.code))},
               {"message", message},
               {"circuit", std::string(key)},
               {"circuit_open", e.circuit_open}};
@@ -166,7 +203,7 @@ HttpResponse ErrorFor(const meta::ProviderError& e, std::string_view key,
     err["retry_after_seconds"] = s;
     r.headers.emplace_back("Retry-After", std::to_string(s));
   }
-  r.body = Json{{"error", err}}.dump();
+  r.body = Dump(Json{{"error", err}});
   return r;
 }
 
@@ -194,9 +231,22 @@ std::optional<std::string_view> HttpRequest::Header(std::string_view name) const
 HttpResponse ErrorResponse(int status, std::string_view code, std::string_view message) {
   HttpResponse r;
   r.status = status;
-  r.body = Json{{"error", {{"code", std::string(code)}, {"message", std::string(message)}}}}.dump(
-      -1, ' ', false, Json::error_handler_t::replace);
+  r.body = Dump(Json{{"error", {{"code", std::string(code)}, {"message", std::string(message)}}}});
   return r;
+}
+
+HttpResponse InternalErrorResponse() {
+  return ErrorResponse(500, "INTERNAL_ERROR", "the gateway failed to answer this request");
+}
+
+std::string CurrentExceptionWhat() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "a non-standard exception";
+  }
 }
 
 bool TokenEquals(std::string_view presented, std::string_view expected) noexcept {
@@ -238,6 +288,7 @@ Handler::Handler(Deps deps) : deps_(std::move(deps)) {
       }
     }
     upstream_counts_.push_back(std::make_unique<std::array<std::atomic<std::uint64_t>, 5>>());
+    upstream_load_.push_back(std::make_unique<UpstreamLoad>());
   }
   for (const RouteConfig& rc : config.routes) {
     Result<PathPattern> pattern = PathPattern::Create(rc.path);
@@ -278,20 +329,27 @@ Target SplitTarget(std::string_view target) {
 Handler::Matched Handler::Match(const HttpRequest& request, std::string_view path) {
   Matched m;
   for (auto& route : routes_) {
-    std::optional<Params> params = route->pattern.Match(path);
+    std::optional<Result<Params>> params = route->pattern.Match(path);
     if (!params) continue;
     if (route->config->method != request.method) {
       m.path_matched = true;
       continue;
     }
+    if (!*params) {
+      m.bad_parameter = std::move(*params).error();
+      return m;
+    }
     m.route = route.get();
-    m.params = std::move(*params);
+    m.params = *std::move(*params);
     return m;
   }
   return m;
 }
 
 HttpResponse Handler::Unmatched(const Matched& m) {
+  if (!m.bad_parameter.ok()) {
+    return ErrorResponse(400, "INVALID_PATH_PARAMETER", m.bad_parameter.message());
+  }
   if (m.path_matched) {
     return ErrorResponse(405, "METHOD_NOT_ALLOWED", "no route for this method on this path");
   }
@@ -325,10 +383,14 @@ HttpResponse Handler::Handle(const HttpRequest& request) {
 
 Fetched Handler::Judge(const CompiledRoute& route, Result<UpstreamReply> reply) {
   const std::size_t up = route.config->upstream;
+  UpstreamLoad& load = *upstream_load_[up];
+  load.in_flight.fetch_sub(1, std::memory_order_relaxed);
   Fetched f;
   if (!reply) {
     (*upstream_counts_[up])[4].fetch_add(1, std::memory_order_relaxed);
     f.error = meta::ProviderError{.code = meta::ConnCode::kConn003Transient};
+    f.reply_too_large = reply.error().reason() == UpstreamPool::kReplyTooLarge;
+    if (f.reply_too_large) load.too_large.fetch_add(1, std::memory_order_relaxed);
     return f;
   }
   (*upstream_counts_[up])[StatusClass(reply->status)].fetch_add(1, std::memory_order_relaxed);
@@ -339,6 +401,18 @@ Fetched Handler::Judge(const CompiledRoute& route, Result<UpstreamReply> reply) 
       reply->body.find("\"error\"") != std::string::npos &&
       meta::ParseErrorBody(reply->body).code.has_value()) {
     failed = true;
+  }
+  // A success is answered in an envelope: a body that is not JSON becomes a
+  // JSON string there, which escapes control bytes six-fold. The envelope is
+  // bounded as the reply is.
+  // (Checked only for a body that could grow past it: most are small.)
+  if (!failed && reply->body.size() > UpstreamPool::kMaxReplyBytes / 6 && !IsJsonBody(*reply) &&
+      JsonStringBytes(reply->body) > UpstreamPool::kMaxReplyBytes) {
+    f.error = meta::ProviderError{.code = meta::ConnCode::kConn003Transient};
+    f.reply_too_large = true;
+    load.too_large.fetch_add(1, std::memory_order_relaxed);
+    f.reply = std::move(*reply);
+    return f;
   }
   f.ok = !failed;
   if (failed) {
@@ -367,7 +441,17 @@ Fetched Handler::CallUpstream(const CompiledRoute& route, std::string_view key,
   bounded.timeout = std::max<Duration>(milliseconds(1), std::min(bounded.timeout, Left(deadline)));
   Fetched f;
   try {
-    f = Judge(route, pools_[route.config->upstream]->Send(bounded));
+    std::atomic<std::int64_t>& in_flight = upstream_load_[route.config->upstream]->in_flight;
+    in_flight.fetch_add(1, std::memory_order_relaxed);
+    Result<UpstreamReply> reply = [&] {
+      try {
+        return pools_[route.config->upstream]->Send(bounded);
+      } catch (...) {
+        in_flight.fetch_sub(1, std::memory_order_relaxed);  // Judge() will not run
+        throw;
+      }
+    }();
+    f = Judge(route, std::move(reply));
   } catch (...) {
     std::move(started).FinishWithException();
     throw;
@@ -473,7 +557,7 @@ HttpResponse Handler::Failed(CompiledRoute& route, std::string_view key, const F
     }
   }
   Count(route, f.error.circuit_open ? kRejected : kError);
-  return Finish(ErrorFor(f.error, key, f.reply), key);
+  return Finish(ErrorFor(f, key), key);
 }
 
 std::optional<HttpResponse> Handler::TryAnswerRouteNow(CompiledRoute& route, const Params& params,
@@ -579,15 +663,28 @@ Handler::Dispatched Handler::StartAsync(CompiledRoute& route, const Params& para
   }
   upstream_calls_.fetch_add(1, std::memory_order_relaxed);
   const bool get = request.method == "GET";
+  upstream_load_[route.config->upstream]->in_flight.fetch_add(1, std::memory_order_relaxed);
   async_pools_[route.config->upstream][loop]->Send(
       UpstreamRequestFor(route, params, request, query),
       [this, &route, key = *std::move(key), get, in_flight = std::move(in_flight),
        started =
            std::make_shared<meta::ProviderCall>(std::get<meta::ProviderCall>(std::move(call))),
        done = std::move(done)](Result<UpstreamReply> reply) mutable {
-        Fetched f = Judge(route, std::move(reply));
-        std::move(*started).Finish(f.ok ? nullptr : &f.error);
-        done(Forwarded(route, key, f, get));
+        // This runs in the event loop's completion handler: an exception
+        // would leave the client without an answer and end the loop's run().
+        HttpResponse answer;
+        bool recorded = false;
+        try {
+          Fetched f = Judge(route, std::move(reply));
+          recorded = true;
+          std::move(*started).Finish(f.ok ? nullptr : &f.error);
+          answer = Forwarded(route, key, f, get);
+        } catch (...) {
+          if (!recorded) std::move(*started).FinishWithException();
+          if (deps_.on_internal_error) deps_.on_internal_error(CurrentExceptionWhat());
+          answer = InternalErrorResponse();
+        }
+        done(std::move(answer));
       });
   return Dispatched::kStarted;
 }
@@ -683,7 +780,7 @@ std::string Handler::CircuitsJson() const {
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.name < b.name; });
   Json out = Json::array();
   for (Row& r : rows) out.push_back(std::move(r.json));
-  return out.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return Dump(out);
 }
 
 HttpResponse Handler::HandleAdmin(const HttpRequest& request, std::string_view path) {
@@ -700,7 +797,7 @@ HttpResponse Handler::HandleAdmin(const HttpRequest& request, std::string_view p
     if (request.method != "GET") {
       return ErrorResponse(405, "METHOD_NOT_ALLOWED", "GET /admin/circuits");
     }
-    return JsonResponse(200, "{\"instance\":" + Json(deps_.instance).dump() +
+    return JsonResponse(200, "{\"instance\":" + JsonString(deps_.instance) +
                                  ",\"circuits\":" + CircuitsJson() + "}");
   }
   constexpr std::string_view kPrefix = "/admin/circuits/";
@@ -791,7 +888,7 @@ HttpResponse Handler::HandleAdmin(const HttpRequest& request, std::string_view p
       if (c["name"] == b->name()) changed.push_back(c);
     }
   }
-  return JsonResponse(200, Json{{"circuits", changed}}.dump());
+  return JsonResponse(200, Dump(Json{{"circuits", changed}}));
 }
 
 HttpResponse Handler::Metrics() const {
@@ -822,6 +919,33 @@ HttpResponse Handler::Metrics() const {
              std::to_string((*upstream_counts_[u])[i].load(std::memory_order_relaxed)) + "\n";
     }
   }
+  // The upstream pools' pressure: calls waiting for a reply, connections
+  // opened (a pool too small for the load opens one per call), and replies
+  // refused for their size.
+  auto per_upstream = [&](std::string_view name, std::string_view type, std::string_view help,
+                          auto value) {
+    out += "# HELP " + std::string(name) + " " + std::string(help) + "\n# TYPE " +
+           std::string(name) + " " + std::string(type) + "\n";
+    for (std::size_t u = 0; u < pools_.size(); ++u) {
+      out += std::string(name) + "{upstream=\"" + EscapeLabel(pools_[u]->config().name) + "\"} " +
+             std::to_string(value(u)) + "\n";
+    }
+  };
+  per_upstream("fusebox_gateway_upstream_in_flight_requests", "gauge",
+               "Upstream calls sent and not yet answered.",
+               [&](std::size_t u) { return upstream_load_[u]->in_flight.load(); });
+  per_upstream("fusebox_gateway_upstream_connections_opened_total", "counter",
+               "Connections opened to the upstream (keep-alive reuse keeps this low).",
+               [&](std::size_t u) {
+                 std::uint64_t n = pools_[u]->connections_opened();
+                 if (u < async_pools_.size()) {
+                   for (const auto& p : async_pools_[u]) n += p->connections_opened();
+                 }
+                 return n;
+               });
+  per_upstream("fusebox_gateway_upstream_replies_too_large_total", "counter",
+               "Upstream replies refused for their size (UPSTREAM_REPLY_TOO_LARGE).",
+               [&](std::size_t u) { return upstream_load_[u]->too_large.load(); });
   out +=
       "# HELP fusebox_gateway_single_flight_merged_total Requests answered by another "
       "request's upstream call.\n# TYPE fusebox_gateway_single_flight_merged_total counter\n"
@@ -842,6 +966,7 @@ HttpResponse Handler::Metrics() const {
       "# TYPE fusebox_gateway_in_flight_requests gauge\n"
       "fusebox_gateway_in_flight_requests " +
       std::to_string(in_flight_->load()) + "\n";
+  if (deps_.more_metrics) deps_.more_metrics(out);
   return r;
 }
 

@@ -62,6 +62,14 @@ struct HttpResponse {
 // A JSON error answer {"error":{"code":...,"message":...}}.
 HttpResponse ErrorResponse(int status, std::string_view code, std::string_view message);
 
+// The answer to a request whose handling threw (the last line of defence,
+// here and in gateway.cc): 500 INTERNAL_ERROR, saying nothing of the cause.
+HttpResponse InternalErrorResponse();
+
+// Inside a catch block: what() of the exception being handled, or
+// "a non-standard exception".
+std::string CurrentExceptionWhat();
+
 // What the gateway made of one upstream call (or of its refusal), copied to
 // every request merged into it by single-flight.
 struct Fetched {
@@ -70,6 +78,11 @@ struct Fetched {
   std::optional<UpstreamReply> reply;
   // When !ok.
   meta::ProviderError error{};
+  // When !ok: the reply was over the gateway's limit (UpstreamPool::
+  // kMaxReplyBytes, or a non-JSON body whose JSON string would be), a
+  // transient failure for the circuits, UPSTREAM_REPLY_TOO_LARGE for the
+  // client.
+  bool reply_too_large = false;
 };
 
 class DashboardFeed;
@@ -97,6 +110,13 @@ class Handler {
     // that Dispatch() starts: an AsyncUpstreamPool per upstream and loop, so
     // that an exchange runs on its client connection's thread. Empty: none.
     std::vector<boost::asio::io_context*> loops;
+    // Told of an exception caught around a call finished on an event loop
+    // (answered InternalErrorResponse()); the gateway counts and logs it.
+    // Null: nothing.
+    std::function<void(std::string_view what)> on_internal_error = nullptr;
+    // Appends the server's own families (the accept loop's) to /metrics.
+    // Null: none.
+    std::function<void(std::string& out)> more_metrics = nullptr;
   };
 
   explicit Handler(Deps deps);
@@ -176,6 +196,9 @@ class Handler {
     Params params;
     // No route, but some route has this path with another method (405).
     bool path_matched = false;
+    // No route: the first one with this path and method has a parameter
+    // that is not valid (route.h, CheckParameter): 400 naming it.
+    Status bad_parameter;
   };
   class InFlight;
   // A request's deadline: real time, since it bounds real I/O.
@@ -238,6 +261,12 @@ class Handler {
   std::vector<std::vector<std::unique_ptr<AsyncUpstreamPool>>> async_pools_;
   // Per upstream: 2xx, 3xx, 4xx, 5xx, error.
   std::vector<std::unique_ptr<std::array<std::atomic<std::uint64_t>, 5>>> upstream_counts_;
+  // Per upstream: calls sent and not yet judged; replies refused as too large.
+  struct UpstreamLoad {
+    std::atomic<std::int64_t> in_flight{0};
+    std::atomic<std::uint64_t> too_large{0};
+  };
+  std::vector<std::unique_ptr<UpstreamLoad>> upstream_load_;
   SingleFlight<Fetched> flight_;
   std::atomic<std::uint64_t> merged_{0};
   std::array<std::atomic<std::uint64_t>, kSnapshotOutcomeCount> snapshot_lookups_{};

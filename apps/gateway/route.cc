@@ -2,6 +2,10 @@
 
 #include <cctype>
 
+// The UTF-8 check of the JSON lines and Prometheus labels, so that what a
+// parameter may hold and what those writers keep as is are the same bytes.
+#include "src/json_line.h"
+
 namespace fusebox::gateway {
 namespace {
 
@@ -79,25 +83,49 @@ Result<PathPattern> PathPattern::Create(std::string_view pattern) {
   return p;
 }
 
-std::optional<Params> PathPattern::Match(std::string_view path) const {
+std::string CheckParameter(std::string_view value) {
+  if (value.empty()) return "is empty";
+  if (value.size() > kMaxParameterBytes) {
+    return "is longer than " + std::to_string(kMaxParameterBytes) + " bytes";
+  }
+  if (value == "." || value == "..") return "is a dot segment (\".\" or \"..\")";
+  for (std::size_t i = 0; i < value.size();) {
+    const std::size_t n = internal::Utf8SequenceLength(value, i);
+    const auto c = static_cast<unsigned char>(value[i]);
+    const char* why = nullptr;
+    if (n == 0) {
+      why = "is not valid UTF-8";
+    } else if (c < 0x20 || c == 0x7f ||
+               (c == 0xc2 && static_cast<unsigned char>(value[i + 1]) < 0xa0)) {
+      why = "holds a control character";  // C0, DEL, or C1 (U+0080-U+009F: C2 80-9F)
+    } else if (c == '/' || c == '\\') {
+      why = "holds a '/' or '\\'";
+    }
+    if (why != nullptr) return why + std::string(" at byte ") + std::to_string(i);
+    i += n;
+  }
+  return "";
+}
+
+std::optional<Result<Params>> PathPattern::Match(std::string_view path) const {
   if (path.empty() || path[0] != '/') return std::nullopt;
   std::vector<std::string_view> segs = Split(path);
   if (segs.size() != segments_.size()) return std::nullopt;
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    if (!segments_[i].param && segs[i] != segments_[i].text) return std::nullopt;
+  }
   Params params;
   for (std::size_t i = 0; i < segs.size(); ++i) {
     const Segment& s = segments_[i];
-    if (!s.param) {
-      if (segs[i] != s.text) return std::nullopt;
-      continue;
-    }
+    if (!s.param) continue;
     std::optional<std::string> v = PercentDecode(segs[i]);
-    if (!v || v->empty()) return std::nullopt;
-    for (char c : *v) {
-      if (c == '/' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return std::nullopt;
+    std::string why = v ? CheckParameter(*v) : "has a malformed percent-escape";
+    if (!why.empty()) {
+      return Result<Params>(Status::InvalidArgument("path parameter {" + s.text + "} " + why));
     }
     params.emplace_back(s.text, std::move(*v));
   }
-  return params;
+  return Result<Params>(std::move(params));
 }
 
 bool TemplateParameters(std::string_view tmpl, std::vector<std::string>& names, std::string& why) {

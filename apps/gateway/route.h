@@ -2,22 +2,28 @@
 // templates that use them, and percent-decoding.
 //
 // A pattern is split at '/'; a segment is either literal text or exactly one
-// "{name}" (a name of letters, digits and '_'), which matches one non-empty
-// path segment. Matching compares the raw (still percent-encoded) request
-// path segment by segment, then decodes each parameter, so "%2F" in a
-// parameter never splits a segment.
+// "{name}" (a name of letters, digits and '_'), which matches one path
+// segment. Matching compares the raw (still percent-encoded) request path
+// segment by segment, then decodes each parameter, so "%2F" in a parameter
+// never splits a segment. A decoded parameter becomes part of a circuit key
+// (a breaker's name, a Redis key, a metrics label, log and JSON text) and of
+// the upstream path, so it must be a valid one (CheckParameter) or the
+// request is refused with the parameter named.
 //
 //   std::vector<std::string> names;
 //   std::string why;
 //   PathPattern::Parse("/v1/{provider}/accounts/{account}", names, why);
 //   PathPattern p = *PathPattern::Create("/v1/{provider}/accounts/{account}");
-//   std::optional<Params> m = p.Match("/v1/instagram/accounts/178");  // {provider, instagram}...
-//   Expand("/{account}/insights", *m);  // "/178/insights"
+//   std::optional<Result<Params>> m = p.Match("/v1/instagram/accounts/178");
+//   // *m holds {provider, instagram}, {account, 178}
+//   Expand("/{account}/insights", **m, true);  // "/178/insights"
+//   p.Match("/v1/instagram/accounts/%ff");  // kInvalidArgument: "path parameter {account}: ..."
 //
 // Thread-compatible.
 #ifndef FUSEBOX_APPS_GATEWAY_ROUTE_H_
 #define FUSEBOX_APPS_GATEWAY_ROUTE_H_
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,16 +37,27 @@ namespace fusebox::gateway {
 // Parameter name -> decoded value, in pattern order.
 using Params = std::vector<std::pair<std::string, std::string>>;
 
+// The longest decoded path parameter accepted, in bytes.
+inline constexpr std::size_t kMaxParameterBytes = 256;
+
+// Why `value`, a decoded path parameter, may not be used, or "" when it may.
+// A parameter is 1 to kMaxParameterBytes bytes of well-formed UTF-8 without
+// control characters (U+0000-U+001F, U+007F-U+009F), '/' or a backslash, and is
+// neither "." nor ".." (a dot segment upstream). The reason never quotes
+// the value's bytes.
+std::string CheckParameter(std::string_view value);
+
 class PathPattern {
  public:
   // Checks `pattern`; fills `names` with its parameters. False with `why`.
   static bool Parse(std::string_view pattern, std::vector<std::string>& names, std::string& why);
   static Result<PathPattern> Create(std::string_view pattern);
 
-  // The parameters when `path` (no query) matches, else nullopt. A parameter
-  // that decodes to something empty or holding a '/' or control character
-  // does not match.
-  std::optional<Params> Match(std::string_view path) const;
+  // nullopt when `path` (no query) does not have the pattern's shape (as
+  // many segments, the same literal ones). Else its parameters, decoded, or
+  // kInvalidArgument "path parameter {name}: <why>" for the first one that
+  // is malformed (a bad percent-escape) or not valid (CheckParameter).
+  std::optional<Result<Params>> Match(std::string_view path) const;
 
  private:
   struct Segment {

@@ -43,6 +43,10 @@ bool StillOpen(Socket& s) {
 
 Status ErrorStatus(const UpstreamConfig& config, beast::error_code ec, std::string_view during) {
   const std::string where = "upstream " + config.name;
+  if (ec == http::error::body_limit) {
+    // Not a connection problem: the handler tells the client what it was.
+    return Status::Rejected(StatusCode::kUnavailable, UpstreamPool::kReplyTooLarge);
+  }
   if (ec == beast::error::timeout) {
     return Status(StatusCode::kTimeout, where + ": deadline passed during " + std::string(during));
   }
@@ -114,6 +118,11 @@ std::optional<std::string> Serialize(const UpstreamConfig& config, const Upstrea
   return out;
 }
 
+// The reply's limits. Read the header on its own (async_read_header) before
+// the body: Boost 1.74's parser, when eager and handed the header with some
+// of the body, clears the body_limit error that a Content-Length over the
+// limit raised and reads the whole body (basic_parser::put goes on to the
+// next element with ec reset); not eager, it stops with the error.
 void LimitReply(http::response_parser<http::string_body>& parser) {
   parser.body_limit(UpstreamPool::kMaxReplyBytes);
   parser.header_limit(64 * 1024);
@@ -229,8 +238,13 @@ Result<UpstreamReply> UpstreamPool::Send(const UpstreamRequest& request) {
     // An interim (1xx) response comes before the final one: skip it.
     parser.emplace();
     LimitReply(*parser);
-    http::async_read(conn->stream, conn->buffer, *parser,
-                     [&](beast::error_code e, std::size_t) { ec = e; });
+    http::async_read_header(conn->stream, conn->buffer, *parser,
+                            [&](beast::error_code e, std::size_t) {
+                              ec = e;
+                              if (e || parser->is_done()) return;
+                              http::async_read(conn->stream, conn->buffer, *parser,
+                                               [&](beast::error_code e2, std::size_t) { ec = e2; });
+                            });
     conn->Run();
     if (ec) return fail(ec, "read");
   } while (parser->get().result_int() / 100 == 1);
@@ -369,20 +383,32 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
     void Read() {
       parser.emplace();
       LimitReply(*parser);
+      http::async_read_header(conn->stream, conn->buffer, *parser,
+                              [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                                if (ec && self->RetriedOnNewConnection(ec)) return;
+                                if (ec) return self->Fail(ec, "read");
+                                self->ReadBody();
+                              });
+    }
+
+    void ReadBody() {
+      if (parser->is_done()) return Received();
       http::async_read(conn->stream, conn->buffer, *parser,
                        [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                         if (ec && self->RetriedOnNewConnection(ec)) return;
                          if (ec) return self->Fail(ec, "read");
-                         // An interim (1xx) response comes before the final
-                         // one: skip it.
-                         if (self->parser->get().result_int() / 100 == 1) return self->Read();
-                         self->finished = true;
-                         self->conn->deadline.cancel();
-                         http::response<http::string_body> res = self->parser->release();
-                         UpstreamReply reply = ToReply(res);
-                         if (res.keep_alive()) self->pool->idle.Put(std::move(self->conn));
-                         self->done(std::move(reply));
+                         self->Received();
                        });
+    }
+
+    void Received() {
+      // An interim (1xx) response comes before the final one: skip it.
+      if (parser->get().result_int() / 100 == 1) return Read();
+      finished = true;
+      conn->deadline.cancel();
+      http::response<http::string_body> res = parser->release();
+      UpstreamReply reply = ToReply(res);
+      if (res.keep_alive()) pool->idle.Put(std::move(conn));
+      done(std::move(reply));
     }
   };
 

@@ -77,15 +77,19 @@ class UpstreamPool {
 
   // Sends `request` and reads the reply. kTimeout when the deadline passed,
   // kUnavailable on a connection or protocol error (the message names the
-  // upstream and the error, never the request's headers or body).
+  // upstream and the error, never the request's headers or body) or a reply
+  // over kMaxReplyBytes (reason() kReplyTooLarge).
   Result<UpstreamReply> Send(const UpstreamRequest& request);
 
   const UpstreamConfig& config() const { return config_; }
   // Connections opened so far (for tests of keep-alive reuse).
   std::uint64_t connections_opened() const { return opened_.load(std::memory_order_relaxed); }
 
-  // Replies larger than this are refused (kUnavailable). 16 MiB.
+  // Replies whose body is larger than this are refused, whether announced by
+  // Content-Length (refused before any of it is read), chunked or read to
+  // the end of the stream: kUnavailable with reason() kReplyTooLarge. 16 MiB.
   static constexpr std::uint64_t kMaxReplyBytes = 16u << 20;
+  static constexpr char kReplyTooLarge[] = "reply_too_large";
 
  private:
   struct Connection;

@@ -628,7 +628,7 @@ struct Gateway::Impl {
   // Exceptions caught around a request; the last log line about one.
   std::atomic<std::uint64_t> internal_errors{0};
   internal::Mutex log_mu;
-  std::chrono::steady_clock::time_point last_error_line FUSEBOX_GUARDED_BY(log_mu) = {};
+  TimePoint last_error_line FUSEBOX_GUARDED_BY(log_mu) = {};
   std::uint64_t unlogged_errors FUSEBOX_GUARDED_BY(log_mu) = 0;
   std::string address;
   int port = 0;
@@ -685,10 +685,9 @@ struct Gateway::Impl {
   // body or query string.
   void InternalError(std::string_view what) {
     internal_errors.fetch_add(1, std::memory_order_relaxed);
-    const auto now = std::chrono::steady_clock::now();
+    const TimePoint now = clock->Now();
     internal::MutexLock lock(&log_mu);
-    if (now - last_error_line < std::chrono::seconds(1) &&
-        last_error_line != std::chrono::steady_clock::time_point{}) {
+    if (now - last_error_line < std::chrono::seconds(1) && last_error_line != TimePoint{}) {
       ++unlogged_errors;
       return;
     }

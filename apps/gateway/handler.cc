@@ -6,6 +6,7 @@
 #include <utility>
 #include <variant>
 
+#include "fusebox/clock.h"
 #include "fusebox/config_names.h"
 #include "fusebox/meta/classify.h"
 #include "fusebox/meta/provider_call.h"
@@ -29,7 +30,7 @@ constexpr std::string_view kSnapshotOutcomeNames[] = {"fresh", "expired", "miss"
 
 Duration Left(std::chrono::steady_clock::time_point deadline) {
   if (deadline == std::chrono::steady_clock::time_point::max()) return Duration::max();
-  return deadline - std::chrono::steady_clock::now();
+  return deadline - SystemClock().Now();
 }
 
 // Hop-by-hop headers (RFC 9110 section 7.6.1) and the ones the upstream
@@ -697,7 +698,7 @@ HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
   if (!key) return ErrorResponse(400, "BAD_REQUEST", key.error().message());
   const UpstreamRequest ur = UpstreamRequestFor(route, params, request, query);
   // The route's deadline, on real time since it bounds real I/O.
-  const Deadline deadline = std::chrono::steady_clock::now() + ur.timeout;
+  const Deadline deadline = SystemClock().Now() + ur.timeout;
 
   if (request.method != "GET" || !rc.cache) {
     // Writes and uncached reads: straight through the circuits, never stale.

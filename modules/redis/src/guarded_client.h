@@ -158,13 +158,13 @@ class GuardedClient {
   Status OutOfTime(const std::string& detail);
 
   static Deadline DeadlineAfter(Duration budget) {
-    const Deadline now = std::chrono::steady_clock::now();
+    const Deadline now = SystemClock().Now();  // real I/O, real time
     if (budget >= Deadline::max() - now) return Deadline::max();
     return now + std::chrono::duration_cast<Deadline::duration>(budget);
   }
   static Duration Left(Deadline deadline) {
     if (deadline == Deadline::max()) return kNoBudget;
-    return deadline - std::chrono::steady_clock::now();
+    return deadline - SystemClock().Now();
   }
 
   const ConnectionOptions connection_;

@@ -175,6 +175,8 @@ const Status& StatusOf(const Result<T>& result) noexcept {
 #define FUSEBOX_ASSIGN_OR_RETURN(lhs, rexpr) \
   FUSEBOX_ASSIGN_OR_RETURN_IMPL_(FUSEBOX_RESULT_CONCAT_(fusebox_result_, __LINE__), lhs, rexpr)
 
+// `lhs` may be a declaration, which parentheses would break.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define FUSEBOX_RESULT_CONCAT_INNER_(a, b) a##b
 #define FUSEBOX_RESULT_CONCAT_(a, b) FUSEBOX_RESULT_CONCAT_INNER_(a, b)
 #define FUSEBOX_ASSIGN_OR_RETURN_IMPL_(result, lhs, rexpr) \
@@ -182,5 +184,6 @@ const Status& StatusOf(const Result<T>& result) noexcept {
   if (!result.has_value()) [[unlikely]]                    \
     return std::move(result).error();                      \
   lhs = *std::move(result)
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // FUSEBOX_RESULT_H_

@@ -24,8 +24,9 @@ std::vector<const NameMeaning*> Lookup(const NameLists& lists, std::string_view 
     const NameMeaning* m = registry.Find(name);
     out.resolutions.push_back({where, name, m != nullptr ? m->description : ""});
     if (m == nullptr) {
-      out.warnings.push_back(where + ": \"" + name +
-                             "\" is not registered (NameRegistry); left out");
+      std::string warning = where;
+      warning.append(": \"").append(name).append("\" is not registered (NameRegistry); left out");
+      out.warnings.push_back(std::move(warning));
     } else {
       found.push_back(m);
     }

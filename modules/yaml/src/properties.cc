@@ -423,9 +423,9 @@ const Policy<BulkheadOptions>& BulkheadPolicy() {
 }
 
 const Policy<ThreadPoolBulkheadOptions>& ThreadPoolBulkheadPolicy() {
-  static const Policy<ThreadPoolBulkheadOptions>* const p =
+  static const Policy<ThreadPoolBulkheadOptions>* const kPolicy =
       new Policy<ThreadPoolBulkheadOptions>(MakeThreadPoolBulkheadPolicy());
-  return *p;
+  return *kPolicy;
 }
 
 const Policy<RateLimiterOptions>& RateLimiterPolicy() {

@@ -271,17 +271,17 @@ class NameRegistry {
   // `name` means an exception of type E (or derived from it); `cpp_name`
   // says which, for config check.
   template <typename E>
-  NameRegistry& AddException(std::string name, std::string cpp_name) {
-    return Add(std::move(name), {.description = "C++ exception " + std::move(cpp_name),
-                                 .matches_exception = [](const std::exception_ptr& e) {
-                                   try {
-                                     if (e) std::rethrow_exception(e);
-                                   } catch (const E&) {
-                                     return true;
-                                   } catch (...) {
-                                   }
-                                   return false;
-                                 }});
+  NameRegistry& AddException(std::string_view name, std::string_view cpp_name) {
+    return Add(std::string(name), {.description = "C++ exception " + std::string(cpp_name),
+                                   .matches_exception = [](const std::exception_ptr& e) {
+                                     try {
+                                       if (e) std::rethrow_exception(e);
+                                     } catch (const E&) {
+                                       return true;
+                                     } catch (...) {
+                                     }
+                                     return false;
+                                   }});
   }
   // `name` means a Status with `code`.
   NameRegistry& AddStatusCode(std::string name, StatusCode code);

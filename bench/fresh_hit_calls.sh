@@ -25,32 +25,12 @@ for tool in wrk redis-server curl; do
   }
 done
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/fusebox-fresh.XXXXXX")
-pids=()
+BENCH_NAME=fresh_hit_calls
+# shellcheck source=bench/processes.sh
+source "$(dirname "${BASH_SOURCE[0]}")/processes.sh"
 redis_pid=""
-cleanup() {
-  local status=$?
-  [ -n "$redis_pid" ] && kill -CONT "$redis_pid" 2>/dev/null || true
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-listening() {
-  for _ in $(seq 100); do
-    if grep -q 'listening on ' "$1" 2>/dev/null; then
-      sed -n 's/.*listening on //p' "$1" | head -n1
-      return 0
-    fi
-    sleep 0.05
-  done
-  echo "fresh_hit_calls: no 'listening on' line in $1" >&2
-  cat "$1" "${1%.out}.err" >&2 2>/dev/null || true
-  return 1
-}
+# Never leave Redis stopped: resume it before it is told to stop.
+bench_before_cleanup() { [ -z "$redis_pid" ] || kill -CONT "$redis_pid" 2>/dev/null || true; }
 
 redis_port=$((20000 + RANDOM % 40000))
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
@@ -90,10 +70,13 @@ routes:
 EOF
   "$fusebox" gateway --config "$work/$1.yaml" >"$work/$1.out" 2>"$work/$1.err" &
   pids+=($!)
-  listening "$work/$1.out"
 }
-with_redis=$(start_gateway gw-redis "redis: redis://127.0.0.1:$redis_port/0")
-alone=$(start_gateway gw-alone "")
+# Started here, not in $(...): a PID recorded in a subshell is lost, and the
+# gateway would outlive the script.
+start_gateway gw-redis "redis: redis://127.0.0.1:$redis_port/0"
+start_gateway gw-alone ""
+with_redis=$(listening "$work/gw-redis.out")
+alone=$(listening "$work/gw-alone.out")
 
 calls() { curl -sf "http://$upstream/_fake/calls" | sed -n 's/.*"total":\([0-9]*\).*/\1/p'; }
 

@@ -25,31 +25,10 @@ for tool in wrk nginx; do
   }
 done
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/fusebox-load.XXXXXX")
-chmod 755 "$work"
-pids=()
-cleanup() {
-  local status=$?
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-listening() {
-  for _ in $(seq 100); do
-    if grep -q 'listening on ' "$1" 2>/dev/null; then
-      sed -n 's/.*listening on //p' "$1" | head -n1
-      return 0
-    fi
-    sleep 0.05
-  done
-  echo "gateway_load: no 'listening on' line in $1" >&2
-  cat "$1" "${1%.out}.err" >&2 2>/dev/null || true
-  return 1
-}
+BENCH_NAME=gateway_load
+# shellcheck source=bench/processes.sh
+source "$(dirname "${BASH_SOURCE[0]}")/processes.sh"
+chmod 755 "$work"  # nginx's workers run as nobody
 
 # The upstream: a small Graph-like body for every read; account "limited"
 # answers Meta's code-4 rate limit with a long Retry-After (trips the circuit).

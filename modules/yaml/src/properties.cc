@@ -403,41 +403,31 @@ constexpr std::array<KeyNote, 6> kIgnored{{
     {"writableStackTraceEnabled", "fusebox reports a refusal as a Status, with no stack trace"},
 }};
 
+// Each table is built on first use and never destroyed, so that no exit-time
+// destructor can run while another static still reads it.
+template <typename S, Policy<S> (*kMake)()>
+const Policy<S>& BuiltOnce() {
+  static const Policy<S>* const kPolicy = new Policy<S>(kMake());
+  return *kPolicy;
+}
+
 }  // namespace
 
 const Policy<CircuitBreakerSettings>& CircuitBreakerPolicy() {
-  static const Policy<CircuitBreakerSettings>* const kPolicy =
-      new Policy<CircuitBreakerSettings>(MakeCircuitBreakerPolicy());
-  return *kPolicy;
+  return BuiltOnce<CircuitBreakerSettings, MakeCircuitBreakerPolicy>();
 }
-
-const Policy<RetrySettings>& RetryPolicy() {
-  static const Policy<RetrySettings>* const kPolicy = new Policy<RetrySettings>(MakeRetryPolicy());
-  return *kPolicy;
-}
-
+const Policy<RetrySettings>& RetryPolicy() { return BuiltOnce<RetrySettings, MakeRetryPolicy>(); }
 const Policy<BulkheadOptions>& BulkheadPolicy() {
-  static const Policy<BulkheadOptions>* const kPolicy =
-      new Policy<BulkheadOptions>(MakeBulkheadPolicy());
-  return *kPolicy;
+  return BuiltOnce<BulkheadOptions, MakeBulkheadPolicy>();
 }
-
 const Policy<ThreadPoolBulkheadOptions>& ThreadPoolBulkheadPolicy() {
-  static const Policy<ThreadPoolBulkheadOptions>* const kPolicy =
-      new Policy<ThreadPoolBulkheadOptions>(MakeThreadPoolBulkheadPolicy());
-  return *kPolicy;
+  return BuiltOnce<ThreadPoolBulkheadOptions, MakeThreadPoolBulkheadPolicy>();
 }
-
 const Policy<RateLimiterOptions>& RateLimiterPolicy() {
-  static const Policy<RateLimiterOptions>* const kPolicy =
-      new Policy<RateLimiterOptions>(MakeRateLimiterPolicy());
-  return *kPolicy;
+  return BuiltOnce<RateLimiterOptions, MakeRateLimiterPolicy>();
 }
-
 const Policy<TimeoutOptions>& TimeLimiterPolicy() {
-  static const Policy<TimeoutOptions>* const kPolicy =
-      new Policy<TimeoutOptions>(MakeTimeLimiterPolicy());
-  return *kPolicy;
+  return BuiltOnce<TimeoutOptions, MakeTimeLimiterPolicy>();
 }
 
 std::span<const KeyNote> IgnoredKeys() { return kIgnored; }

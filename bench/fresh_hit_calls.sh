@@ -25,12 +25,12 @@ for tool in wrk redis-server curl; do
   }
 done
 
-BENCH_NAME=fresh_hit_calls
-# shellcheck source=bench/processes.sh
-source "$(dirname "${BASH_SOURCE[0]}")/processes.sh"
+SCRIPT_NAME=fresh_hit_calls
+# shellcheck source=apps/gateway/processes.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../apps/gateway/processes.sh"
 redis_pid=""
 # Never leave Redis stopped: resume it before it is told to stop.
-bench_before_cleanup() { [ -z "$redis_pid" ] || kill -CONT "$redis_pid" 2>/dev/null || true; }
+before_cleanup() { [ -z "$redis_pid" ] || kill -CONT "$redis_pid" 2>/dev/null || true; }
 
 redis_port=$((20000 + RANDOM % 40000))
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \

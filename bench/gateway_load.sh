@@ -25,9 +25,9 @@ for tool in wrk nginx; do
   }
 done
 
-BENCH_NAME=gateway_load
-# shellcheck source=bench/processes.sh
-source "$(dirname "${BASH_SOURCE[0]}")/processes.sh"
+SCRIPT_NAME=gateway_load
+# shellcheck source=apps/gateway/processes.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../apps/gateway/processes.sh"
 chmod 755 "$work"  # nginx's workers run as nobody
 
 # The upstream: a small Graph-like body for every read; account "limited"

@@ -14,36 +14,9 @@ set -euo pipefail
 
 fusebox=${1:?usage: demo.sh path/to/fusebox}
 here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/fusebox-demo.XXXXXX")
-pids=()
-
-cleanup() {
-  local status=$?
-  for pid in "${pids[@]}"; do
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    wait "$pid" 2>/dev/null || true
-  done
-  rm -rf "$work"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Waits (5 s at most) for "... listening on HOST:PORT" in $1; prints HOST:PORT.
-listening() {
-  for _ in $(seq 100); do
-    if grep -q 'listening on ' "$1" 2>/dev/null; then
-      sed -n 's/.*listening on //p' "$1" | head -n1
-      return 0
-    fi
-    sleep 0.05
-  done
-  echo "demo: no 'listening on' line in $1:" >&2
-  cat "$1" "${1%.out}.err" >&2 2>/dev/null || true
-  return 1
-}
+SCRIPT_NAME=demo
+# shellcheck source=apps/gateway/processes.sh
+source "$here/processes.sh"
 
 redis_url=""
 if command -v redis-server >/dev/null 2>&1; then

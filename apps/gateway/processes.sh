@@ -1,22 +1,22 @@
-# Sourced by the gateway benchmark scripts (bench/gateway_load.sh,
-# bench/fresh_hit_calls.sh): a scratch folder, the background processes to stop
+# Sourced by the scripts that run gateways (apps/gateway/demo.sh,
+# bench/gateway_load.sh, bench/fresh_hit_calls.sh): a scratch folder, the background processes to stop
 # by PID on every exit path, and waiting for a server's "listening on" line.
 #
-#   BENCH_NAME=gateway_load; source "$(dirname "$0")/processes.sh"
+#   SCRIPT_NAME=gateway_load; source path/to/apps/gateway/processes.sh
 #   some_server >"$work/x.out" 2>"$work/x.err" & pids+=("$!")
 #   address=$(listening "$work/x.out")
 #
 # A script that must undo something before its processes are stopped (a
-# SIGSTOPped Redis resumed, say) redefines bench_before_cleanup.
+# SIGSTOPped Redis resumed, say) redefines before_cleanup.
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/fusebox-${BENCH_NAME:?set BENCH_NAME before sourcing}.XXXXXX")
+work=$(mktemp -d "${TMPDIR:-/tmp}/fusebox-${SCRIPT_NAME:?set SCRIPT_NAME before sourcing}.XXXXXX")
 pids=()
 
-bench_before_cleanup() { :; }
+before_cleanup() { :; }
 
 cleanup() {
   local status=$?
-  bench_before_cleanup || true
+  before_cleanup || true
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   rm -rf "$work"
@@ -35,7 +35,7 @@ listening() {
     fi
     sleep 0.05
   done
-  echo "$BENCH_NAME: no 'listening on' line in $1" >&2
+  echo "$SCRIPT_NAME: no 'listening on' line in $1" >&2
   cat "$1" "${1%.out}.err" >&2 2>/dev/null || true
   return 1
 }

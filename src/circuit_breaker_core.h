@@ -355,6 +355,7 @@ struct alignas(64) CircuitBreaker::Core {
   void OnSharedClosed() FUSEBOX_EXCLUDES(mu);
   void OnSharedResync() FUSEBOX_EXCLUDES(mu);
   void SyncShared() FUSEBOX_EXCLUDES(mu);
+  void AwaitSharedAnswer() FUSEBOX_EXCLUDES(mu);
 };
 
 }  // namespace fusebox

@@ -317,7 +317,7 @@ void CircuitBreaker::Core::SyncShared() {
     // Another thread is asking the store (a call, or the store's own
     // refresh of a new breaker): wait for its answer, bounded by the
     // store's timeout, rather than decide on a view known to be stale.
-    shared_busy.wait(true, std::memory_order_acquire);
+    AwaitSharedAnswer();
     return;
   }
   const Result<SharedCircuitView> view = shared->Read(cb.name_);
@@ -331,6 +331,24 @@ void CircuitBreaker::Core::SyncShared() {
   shared_busy.store(false, std::memory_order_release);
   shared_busy.notify_all();
   Dispatch();
+}
+
+// Waits until no thread is asking the store for this breaker; within what is
+// left of the caller's SharedStateDeadline, if it set one: past it the call
+// is decided on the local view, as when the store does not answer.
+void CircuitBreaker::Core::AwaitSharedAnswer() {
+  const Duration budget = SharedStateBudget();
+  if (budget == Duration::max()) {
+    shared_busy.wait(true, std::memory_order_acquire);
+    return;
+  }
+  // Real time: the deadline bounds real I/O. Polled (atomic waits have no
+  // timeout); the answer is at most one store round trip away.
+  Clock& real = SystemClock();
+  const TimePoint until = real.Now() + budget;
+  while (shared_busy.load(std::memory_order_acquire) && real.Now() < until) {
+    real.SleepFor(std::chrono::microseconds(100));
+  }
 }
 
 // What the fleet says can open this breaker, extend its OPEN, or put it

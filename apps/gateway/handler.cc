@@ -427,17 +427,30 @@ Fetched Handler::Judge(const CompiledRoute& route, Result<UpstreamReply> reply) 
 
 Fetched Handler::CallUpstream(const CompiledRoute& route, std::string_view key,
                               const UpstreamRequest& upstream_request, Deadline deadline) {
-  std::variant<meta::ProviderCall, meta::ProviderError> call =
-      meta::ProviderCall::Start(*deps_.registry, key);
+  std::variant<meta::ProviderCall, meta::ProviderError> call = [&] {
+    // The circuits may ask the fleet (a new breaker's first read, the probe
+    // lease): within the request's deadline, never the store's whole timeout.
+    const SharedStateDeadline bound(deadline);
+    return meta::ProviderCall::Start(*deps_.registry, key);
+  }();
   if (meta::ProviderError* refused = std::get_if<meta::ProviderError>(&call)) {
     Fetched f;
     f.error = *refused;
     return f;
   }
   meta::ProviderCall& started = std::get<meta::ProviderCall>(call);
-  upstream_calls_.fetch_add(1, std::memory_order_relaxed);
   // What the request spent before (the snapshot store, the circuits' shared
   // state) comes off the upstream's time: the route's deadline bounds all.
+  if (Left(deadline) <= Duration::zero()) {
+    // Spent before the upstream was asked: a transport failure for the
+    // client (a stale copy may still answer), nothing for the circuits. The
+    // call is dropped unfinished, which gives its permits back.
+    upstream_load_[route.config->upstream]->out_of_time.fetch_add(1, std::memory_order_relaxed);
+    Fetched f;
+    f.error = meta::ProviderError{.code = meta::ConnCode::kConn003Transient};
+    return f;
+  }
+  upstream_calls_.fetch_add(1, std::memory_order_relaxed);
   UpstreamRequest bounded = upstream_request;
   bounded.timeout = std::max<Duration>(milliseconds(1), std::min(bounded.timeout, Left(deadline)));
   Fetched f;
@@ -947,6 +960,10 @@ HttpResponse Handler::Metrics() const {
   per_upstream("fusebox_gateway_upstream_replies_too_large_total", "counter",
                "Upstream replies refused for their size (UPSTREAM_REPLY_TOO_LARGE).",
                [&](std::size_t u) { return upstream_load_[u]->too_large.load(); });
+  per_upstream("fusebox_gateway_upstream_calls_out_of_time_total", "counter",
+               "Upstream calls not sent: the request's deadline passed before (snapshot "
+               "store, the circuits' shared state).",
+               [&](std::size_t u) { return upstream_load_[u]->out_of_time.load(); });
   out +=
       "# HELP fusebox_gateway_single_flight_merged_total Requests answered by another "
       "request's upstream call.\n# TYPE fusebox_gateway_single_flight_merged_total counter\n"

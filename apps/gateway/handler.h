@@ -261,10 +261,12 @@ class Handler {
   std::vector<std::vector<std::unique_ptr<AsyncUpstreamPool>>> async_pools_;
   // Per upstream: 2xx, 3xx, 4xx, 5xx, error.
   std::vector<std::unique_ptr<std::array<std::atomic<std::uint64_t>, 5>>> upstream_counts_;
-  // Per upstream: calls sent and not yet judged; replies refused as too large.
+  // Per upstream: calls sent and not yet judged; replies refused as too
+  // large; calls not sent because the request's deadline had passed.
   struct UpstreamLoad {
     std::atomic<std::int64_t> in_flight{0};
     std::atomic<std::uint64_t> too_large{0};
+    std::atomic<std::uint64_t> out_of_time{0};
   };
   std::vector<std::unique_ptr<UpstreamLoad>> upstream_load_;
   SingleFlight<Fetched> flight_;

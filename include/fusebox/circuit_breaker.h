@@ -43,7 +43,9 @@
 // (SharedState::Read()), and the call that ends an OPEN asks for the fleet's
 // probe lease (SharedState::AcquireProbe()). One call per breaker asks at a
 // time; the others meanwhile wait for that Read() answer, or are rejected as
-// OPEN while the lease is asked for. TryReject() never asks the store; what
+// OPEN while the lease is asked for. A SharedStateDeadline on the calling
+// thread (a request's deadline) bounds both the asking and the waiting: past
+// it the call is decided on the local view. TryReject() never asks the store; what
 // a transition tells the store is sent without waiting (SharedState::Trip()
 // and friends do not block). The destructor waits for a timer callback or a
 // store delivery that is running.

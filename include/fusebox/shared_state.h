@@ -152,6 +152,33 @@ class SharedStateListener {
   virtual void OnSharedRefresh() {}
 };
 
+// Bounds the blocking calls of a shared state (Read(), AcquireProbe()) that
+// this thread makes while the object lives, by a request's deadline: a
+// breaker that reads the fleet or asks for the probe lease on behalf of a
+// request must not spend more of the request's time than it has left.
+//
+//   const fusebox::SharedStateDeadline bound(fusebox::SystemClock().Now() + 1s);
+//   auto call = fusebox::meta::ProviderCall::Start(registry, key);  // <= 1 s
+//
+// Real time (SystemClock), since it bounds real I/O. Scopes nest; an inner one
+// can only shorten the bound. A store finds what is left with
+// SharedStateBudget() and answers "unavailable" (fail-open) when it is gone;
+// a breaker waiting for another thread's answer stops waiting then too.
+class SharedStateDeadline {
+ public:
+  explicit SharedStateDeadline(TimePoint deadline) noexcept;
+  ~SharedStateDeadline();
+  SharedStateDeadline(const SharedStateDeadline&) = delete;
+  SharedStateDeadline& operator=(const SharedStateDeadline&) = delete;
+
+ private:
+  TimePoint previous_;
+};
+
+// What is left of this thread's innermost SharedStateDeadline (zero or less
+// when it has passed); Duration::max() when none is set.
+Duration SharedStateBudget() noexcept;
+
 class SharedState {
  public:
   using SubscriptionId = std::uint64_t;
@@ -167,7 +194,8 @@ class SharedState {
   virtual void Unsubscribe(SubscriptionId id) = 0;
 
   // The fleet's view of `circuit`. May block, for at most the store's own
-  // timeout; kUnavailable when the store cannot answer.
+  // timeout and what is left of the calling thread's SharedStateDeadline;
+  // kUnavailable (or kTimeout) when the store cannot answer in that time.
   virtual Result<SharedCircuitView> Read(std::string_view circuit) = 0;
 
   // OPEN for `open_for` unless already open for longer; ends any probe lease
@@ -177,7 +205,8 @@ class SharedState {
   virtual void Trip(std::string_view circuit, Duration open_for, std::string_view reason) = 0;
 
   // Asks for the single probe of a recovering circuit, held for at most
-  // `lease_for`. May block, for at most the store's timeout.
+  // `lease_for`. May block, for at most the store's timeout and what is left
+  // of the calling thread's SharedStateDeadline (kUnavailable after it).
   virtual ProbeLease AcquireProbe(std::string_view circuit, Duration lease_for) = 0;
 
   // The probe holding `token` succeeded: closes the circuit for the fleet,

@@ -367,6 +367,85 @@ TEST_F(RedisSharedStateTest, APausedRedisCostsAtMostOneTimeoutPerCallThenNone) {
   EXPECT_GE(a->stats().refused, 45);
 }
 
+// A request's deadline (SharedStateDeadline) bounds what a breaker spends on
+// the fleet for it: with Redis stopped (SIGSTOP) and a store timeout of 3 s,
+// the call that ends an OPEN asks for the probe lease for 150 ms, not 3 s,
+// and then decides locally (fail-open: it probes).
+TEST_F(RedisSharedStateTest, ARequestDeadlineBoundsTheProbeLeaseAsk) {
+  SharedStateOptions o = Options();
+  o.connection.command_timeout = seconds(3);
+  auto a = Store(o);
+  auto b = Breaker(a);
+  Warm(*b);
+  Trip(*b);
+  WaitForRecovery();
+  ASSERT_TRUE(server_->Suspend().ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<Permit> p = [&] {
+    const SharedStateDeadline bound(SystemClock().Now() + milliseconds(150));
+    return b->TryAcquire();
+  }();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(server_->Resume().ok());
+  EXPECT_LT(took, seconds(2)) << "asked for the store's whole 3 s timeout";
+  ASSERT_TRUE(p.has_value()) << p.error();
+  EXPECT_EQ(b->state(), State::kHalfOpen);
+  p->Success(milliseconds(1));
+}
+
+// A deadline already passed costs no I/O at all: the store answers
+// "unavailable" without sending, and a Read() is an error, not a wait.
+TEST_F(RedisSharedStateTest, APassedDeadlineSendsNothing) {
+  auto a = Store();
+  const std::int64_t before = a->stats().commands;
+  const SharedStateDeadline bound(SystemClock().Now() - milliseconds(1));
+  EXPECT_LE(SharedStateBudget(), Duration::zero());
+  EXPECT_EQ(a->AcquireProbe(kCircuit, seconds(1)).verdict, ProbeLease::Verdict::kUnavailable);
+  EXPECT_FALSE(a->Read(kCircuit).has_value());
+  EXPECT_EQ(a->stats().commands, before);
+}
+
+// A new breaker's first read is made by the store's own thread; a call that
+// finds it in flight waits for its answer, within the call's deadline: with
+// Redis stopped and a 3 s store timeout, 150 ms.
+TEST_F(RedisSharedStateTest, ARequestDeadlineBoundsTheWaitForAnotherThreadsRead) {
+  SharedStateOptions o = Options();
+  o.connection.command_timeout = seconds(3);
+  auto a = Store(o);
+  ASSERT_TRUE(server_->Suspend().ok());
+  auto fresh = Breaker(a);  // its refresh is now stuck on the stopped Redis
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<Permit> p = [&] {
+    const SharedStateDeadline bound(SystemClock().Now() + milliseconds(150));
+    return fresh->TryAcquire();
+  }();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(server_->Resume().ok());
+  EXPECT_LT(took, seconds(2)) << "waited for the store's whole 3 s timeout";
+  ASSERT_TRUE(p.has_value()) << p.error();  // decided on the local view
+  p->Success(milliseconds(1));
+}
+
+TEST(SharedStateDeadlineTest, ScopesNestAndAnInnerOneOnlyShortens) {
+  EXPECT_EQ(SharedStateBudget(), Duration::max());
+  {
+    const SharedStateDeadline outer(SystemClock().Now() + seconds(10));
+    EXPECT_GT(SharedStateBudget(), seconds(9));
+    {
+      const SharedStateDeadline longer(SystemClock().Now() + seconds(100));
+      EXPECT_LE(SharedStateBudget(), seconds(10));
+      const SharedStateDeadline shorter(SystemClock().Now() + seconds(1));
+      EXPECT_LE(SharedStateBudget(), seconds(1));
+    }
+    EXPECT_GT(SharedStateBudget(), seconds(9));
+    // Another thread has its own: none.
+    Duration other = Duration::zero();
+    std::thread([&] { other = SharedStateBudget(); }).join();
+    EXPECT_EQ(other, Duration::max());
+  }
+  EXPECT_EQ(SharedStateBudget(), Duration::max());
+}
+
 TEST_F(RedisSharedStateTest, AfterARestartALocalOpenIsReplayedButNeverShortensALongerOne) {
   auto a = Store();
   auto ba = Breaker(a);

@@ -127,8 +127,8 @@ RedisSharedState::Listeners RedisSharedState::ListenersOf(std::string_view circu
 // --- Calls that block their caller -----------------------------------------
 
 Result<SharedCircuitView> RedisSharedState::Read(std::string_view circuit) {
-  Result<ReadResult> r =
-      client_->Run<ReadResult>([&](Connection& c) { return scripts_.Read(c, circuit); });
+  Result<ReadResult> r = client_->Run<ReadResult>(
+      [&](Connection& c) { return scripts_.Read(c, circuit); }, SharedStateBudget());
   if (!r) return r.error();
   SharedCircuitView view;
   view.override_in_force = std::move(r->override_in_force);
@@ -148,9 +148,11 @@ Result<SharedCircuitView> RedisSharedState::Read(std::string_view circuit) {
 
 ProbeLease RedisSharedState::AcquireProbe(std::string_view circuit, Duration lease_for) {
   std::string token = NewToken();
-  Result<AcquireResult> r = client_->Run<AcquireResult>([&](Connection& c) {
-    return scripts_.Acquire(c, circuit, token, std::min(lease_for, kMaxScriptDuration));
-  });
+  Result<AcquireResult> r = client_->Run<AcquireResult>(
+      [&](Connection& c) {
+        return scripts_.Acquire(c, circuit, token, std::min(lease_for, kMaxScriptDuration));
+      },
+      SharedStateBudget());
   if (!r) return ProbeLease{};
   switch (r->outcome) {
     case AcquireResult::Outcome::kProbe:

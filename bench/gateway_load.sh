@@ -4,7 +4,7 @@
 # hits and OPEN fail-fast >= nginx's pass-through throughput; pass-through
 # >= 70 % of nginx's).
 #
-#   bench/gateway_load.sh path/to/fusebox [DURATION=10s] [CONNECTIONS=64] [THREADS=2]
+#   bench/gateway_load.sh path/to/fusebox [DURATION=10s] [CONNECTIONS=64] [THREADS=2] [ROUNDS=3]
 #
 # Starts the fake upstream (fusebox fake-upstream), one gateway (in-process
 # state, no Redis: what is measured is the request path) and nginx (nginx-light,
@@ -18,6 +18,7 @@ fusebox=${1:?usage: gateway_load.sh path/to/fusebox [duration] [connections] [th
 duration=${2:-10s}
 connections=${3:-64}
 threads=${4:-2}
+rounds=${5:-3}
 for tool in wrk nginx; do
   command -v "$tool" >/dev/null 2>&1 || {
     echo "gateway_load: $tool not found: apt-get install wrk nginx-light (make deps)" >&2
@@ -150,26 +151,61 @@ measure() {
   echo "$rps $p99 ${non2xx:-0}"
 }
 
-echo "fusebox gateway load test: wrk -t$threads -c$connections -d$duration, $(nproc) cores"
+echo "fusebox gateway load test: wrk -t$threads -c$connections -d$duration, $rounds interleaved rounds, $(nproc) cores"
 echo "  fake upstream http://$upstream, gateway http://$gateway, nginx http://$nginx_addr"
+echo "  load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-read -r nginx_rps nginx_p99 nginx_bad < <(measure "http://$nginx_addr/178/comments")
-read -r pass_rps pass_p99 pass_bad < <(measure "http://$gateway/v1/instagram/accounts/178/comments")
-read -r hit_rps hit_p99 hit_bad < <(measure "http://$gateway/v1/instagram/accounts/178/insights")
-read -r open_rps open_p99 open_bad < <(measure "http://$gateway/v1/instagram/accounts/limited/comments")
+
+# Interleaved rounds: each round measures nginx and then the three gateway
+# cases back to back, so that whatever else runs on the machine weighs on a
+# case and on its reference alike; a case's ratio is taken within its round,
+# and the table gives the median of the rounds.
+cases=(nginx pass hit open)
+declare -A url=(
+  [nginx]="http://$nginx_addr/178/comments"
+  [pass]="http://$gateway/v1/instagram/accounts/178/comments"
+  [hit]="http://$gateway/v1/instagram/accounts/178/insights"
+  [open]="http://$gateway/v1/instagram/accounts/limited/comments"
+)
+declare -A rps_list=() p99_list=() bad_list=() ratio_list=()
+for r in $(seq "$rounds"); do
+  declare -A round_rps=()
+  for c in "${cases[@]}"; do
+    read -r rps p99 bad < <(measure "${url[$c]}")
+    round_rps[$c]=$rps
+    rps_list[$c]+="$rps "
+    p99_list[$c]+="$p99 "
+    bad_list[$c]+="$bad "
+  done
+  for c in "${cases[@]}"; do
+    ratio_list[$c]+="$(awk -v a="${round_rps[$c]}" -v b="${round_rps[nginx]}" \
+      'BEGIN { if (b > 0) printf "%.2f", a / b; else print 0 }') "
+  done
+  echo "round $r: nginx ${round_rps[nginx]}, pass-through ${round_rps[pass]}," \
+    "fresh hit ${round_rps[hit]}, fail-fast ${round_rps[open]} requests/s"
+done
+echo
+
+# The median of a space-separated list of numbers.
+median() {
+  tr ' ' '\n' <<<"$1" | awk 'NF' | sort -g | awk '{ v[NR] = $1 } END {
+    if (NR == 0) { print "?"; exit }
+    if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 
 row() {
-  # name, rps, p99, non-2xx, target text, target ratio
-  local ratio
-  ratio=$(awk -v a="$2" -v b="$nginx_rps" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
-  local verdict
-  verdict=$(awk -v r="$ratio" -v t="$6" 'BEGIN { if (t == "") print ""; else if (r + 0 >= t + 0) print "met"; else print "MISSED" }')
-  printf "%-34s %12s %10s %10s %8s  %s\n" "$1" "$2" "$3" "$4" "$ratio" "${5:+$5 $verdict}"
+  # case key, name, target text, target ratio
+  local ratio verdict
+  ratio=$(median "${ratio_list[$1]}")
+  verdict=$(awk -v r="$ratio" -v t="$4" 'BEGIN { if (t == "") print ""; else if (r + 0 >= t + 0) print "met"; else print "MISSED" }')
+  printf "%-34s %12s %10s %10s %8s  %s\n" "$2" "$(median "${rps_list[$1]}")" \
+    "$(median "${p99_list[$1]}")" "$(median "${bad_list[$1]}")" "$ratio" "${3:+$3 $verdict}"
 }
-printf "%-34s %12s %10s %10s %8s  %s\n" "case" "requests/s" "p99 ms" "non-2xx" "/nginx" "target"
-row "nginx pass-through (reference)" "$nginx_rps" "$nginx_p99" "$nginx_bad" "" ""
-row "gateway pass-through (no cache)" "$pass_rps" "$pass_p99" "$pass_bad" ">= 0.70" 0.70
-row "gateway fresh hit (snapshot)" "$hit_rps" "$hit_p99" "$hit_bad" ">= 1.00" 1.00
-row "gateway OPEN fail-fast (429)" "$open_rps" "$open_p99" "$open_bad" ">= 1.00" 1.00
+printf "%-34s %12s %10s %10s %8s  %s\n" "case (median of $rounds rounds)" "requests/s" "p99 ms" "non-2xx" "/nginx" "target"
+row nginx "nginx pass-through (reference)" "" ""
+row pass "gateway pass-through (no cache)" ">= 0.70" 0.70
+row hit "gateway fresh hit (snapshot)" ">= 1.00" 1.00
+row open "gateway OPEN fail-fast (429)" ">= 1.00" 1.00
 echo
 echo "(fail-fast answers are 429 by design: its non-2xx count is every request.)"
+echo "  load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

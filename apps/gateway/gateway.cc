@@ -5,16 +5,15 @@
 //
 // Threads: each of the `io_threads` runs an io_context of its own (loop 0 also
 // holds the acceptor and the timers); connections are spread over the loops
-// in turn, and every connection lives on its own strand, so its handlers never
-// run concurrently. What can be answered without blocking is answered on the
-// I/O thread (Handler::Dispatch: health, metrics, unknown routes, fresh
-// snapshots of the in-memory store, refusals by an OPEN circuit), and without
-// Redis an uncached call or a write runs there too, its upstream exchange
-// asynchronous on the connection's loop. Work
-// that may block (a call whose breakers ask Redis, a single-flight wait, the
-// Redis snapshot store, an admin override that talks to Redis) runs on a
-// fixed pool of `workers` threads and posts its response back to the
-// connection's strand.
+// in turn, and a loop is run by its one thread only, so a connection's
+// handlers never run concurrently (no strand needed). What can be answered
+// without blocking is answered on the I/O thread (Handler::Dispatch: health,
+// metrics, unknown routes, fresh snapshots of the in-memory store, refusals by
+// an OPEN circuit), and without Redis an uncached call or a write runs there
+// too, its upstream exchange asynchronous on the connection's loop. Work that
+// may block (a call whose breakers ask Redis, a single-flight wait, the Redis
+// snapshot store, an admin override that talks to Redis) runs on a fixed pool
+// of `workers` threads and posts its response back to the connection's loop.
 // The asynchronous path is not for everything: a lease from Redis and a
 // SingleFlight wait are blocking by design, and keeping them off the I/O
 // threads is what keeps /healthz, /metrics and the dashboard responsive
@@ -156,18 +155,23 @@ std::string SnapshotEvent(const ServerContext& ctx) {
 }
 
 // One client connection: HTTP/1.1 keep-alive, or an SSE stream once it asks
-// for /dashboard/events. Every method runs on the connection's strand.
+// for /dashboard/events. Every method runs on the connection's loop (one
+// thread).
 class Session : public std::enable_shared_from_this<Session> {
  public:
   enum class Phase : std::uint8_t { kIdle, kReading, kBusy, kWriting, kSse, kClosed };
 
-  // The connection's strand, as a concrete type: a type-erased executor
-  // (beast::tcp_stream's any_io_executor) allocates a copy of the strand for
-  // every operation it starts.
-  using Strand = asio::strand<asio::io_context::executor_type>;
-  using Stream = beast::basic_stream<tcp, Strand>;
+  // The connection's loop, as a concrete executor type: a type-erased one
+  // (beast::tcp_stream's any_io_executor) allocates a copy of it for every
+  // operation it starts. Not a strand: the loop's single thread already
+  // serialises the connection's handlers, and a strand's lock and reference
+  // counts cost every step of every request (a tenth of the gateway's CPU in
+  // a pass-through profile). Other threads reach the connection only by
+  // post() or dispatch() onto this executor.
+  using Executor = asio::io_context::executor_type;
+  using Stream = beast::basic_stream<tcp, Executor>;
   using Timer = asio::basic_waitable_timer<std::chrono::steady_clock,
-                                           asio::wait_traits<std::chrono::steady_clock>, Strand>;
+                                           asio::wait_traits<std::chrono::steady_clock>, Executor>;
 
   // `loop`: the index of the event loop the socket is on (its executor).
   Session(Stream::socket_type socket, ServerContext& ctx, std::size_t loop)
@@ -231,7 +235,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // connection moves on: idle_timeout while idle, read_timeout while a
   // request arrives or its response is written. While the request is
   // handled (kBusy) the last deadline may fire and is ignored: the response
-  // re-arms it. Each cancelled wait costs a completion through the strand,
+  // re-arms it. Each cancelled wait costs a completion through the loop,
   // so a request that arrives whole costs two waits, not four.
   void OnTimeout() {
     if (phase_ == Phase::kIdle || phase_ == Phase::kWriting) {
@@ -399,7 +403,7 @@ class Session : public std::enable_shared_from_this<Session> {
     phase_ = Phase::kBusy;
     // A fresh hit or a fail-fast is answered here, without a thread hop; an
     // uncached call without Redis runs its upstream exchange on this event
-    // loop too, and its answer comes back to this strand; anything that may
+    // loop too, and its answer is posted back to it; anything that may
     // block goes to a worker. One route match for all three.
     HttpResponse now;
     std::function<void(HttpResponse)> later = [self = shared_from_this(),
@@ -640,7 +644,7 @@ struct Gateway::Impl {
   void Accept() {
     const std::size_t loop = next_loop;
     next_loop = (next_loop + 1) % (more_loops.size() + 1);
-    acceptor.async_accept(asio::make_strand(Loop(loop)),
+    acceptor.async_accept(Loop(loop).get_executor(),
                           [this, loop](beast::error_code ec, Session::Stream::socket_type s) {
                             if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
                             if (ec) return OnAcceptError(ec);

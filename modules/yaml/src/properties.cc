@@ -488,7 +488,8 @@ Status SetCircuitBreakerProperty(CircuitBreakerSettings& settings, std::string_v
                                  std::string_view value) {
   const std::string canon = internal::Canonical(name);
   for (const auto& p : internal::CircuitBreakerPolicy().properties) {
-    if (internal::Canonical(p.name) == canon) return p.set(settings, name, value);
+    // The row's own spelling: the breaker's setters know only camelCase.
+    if (internal::Canonical(p.name) == canon) return p.set(settings, p.name, value);
   }
   return Status(StatusCode::kNotFound, "no circuit breaker property \"" + std::string(name) + '"');
 }

@@ -98,7 +98,7 @@ TEST_F(AuditLogTest, AutomaticTransitionsAreNotAudited) {
   b->TryAcquire()->Failure(milliseconds(1));
   ASSERT_EQ(b->state(), State::kOpen);
   EXPECT_EQ(sink_->size(), 0u);
-  b->TransitionToHalfOpen();
+  ASSERT_TRUE(b->TransitionToHalfOpen().ok());
   ASSERT_EQ(sink_->size(), 1u);
   EXPECT_THAT(sink_->lines()[0], HasSubstr(R"("action":"transition_to_half_open")"));
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -41,6 +42,53 @@ Duration ExponentialBase(const ExponentialOptions& o, int attempt) {
   return Scale(o.initial, std::pow(o.multiplier, n), o.max);
 }
 
+// Java's (long) cast of a double: toward zero, saturating.
+std::int64_t JavaLong(double d) {
+  if (std::isnan(d)) return 0;
+  if (d >= 0x1.0p63) return INT64_MAX;
+  if (d <= -0x1.0p63) return INT64_MIN;
+  return static_cast<std::int64_t>(d);
+}
+
+// The longest wait in whole milliseconds a Duration holds.
+constexpr std::int64_t kMaxMillis = Duration::max().count() / 1'000'000;
+
+Duration FromMillis(std::int64_t ms) {
+  return ms >= kMaxMillis ? Duration::max()
+                          : std::chrono::milliseconds(std::max<std::int64_t>(ms, 0));
+}
+
+// Steps MillisSteps() takes one by one. A breaker calls the function under
+// its lock, so the work is bounded: with a multiplier of 1.01, a wait that
+// grows at all passes every Duration in a few thousand steps; only a
+// multiplier closer to 1 gets further, and then continues exactly
+// (std::pow), within 1 ms a step of Resilience4j's truncations.
+constexpr int kMaxMillisSteps = 4096;
+
+// Resilience4j's IntervalFunction.of(initial, x -> (long) (x * multiplier)),
+// uncapped, in whole milliseconds: the wait for `attempt`, iterated as
+// Resilience4j iterates it. The loop stops early at a fixed point (7 x 1.1
+// truncates back to 7) or once past every Duration.
+std::int64_t MillisSteps(const ExponentialOptions& o, int attempt) {
+  std::int64_t x = std::chrono::duration_cast<std::chrono::milliseconds>(o.initial).count();
+  int i = 1;
+  for (; i < attempt && i <= kMaxMillisSteps && x < kMaxMillis; ++i) {
+    const std::int64_t next = JavaLong(static_cast<double>(x) * o.multiplier);
+    if (next == x) return x;
+    x = next;
+  }
+  if (i < attempt && x < kMaxMillis) {
+    x = JavaLong(static_cast<double>(x) * std::pow(o.multiplier, attempt - i));
+  }
+  return x;
+}
+
+std::int64_t MaxMillis(Duration max) {
+  return max == Duration::max()
+             ? INT64_MAX
+             : std::chrono::duration_cast<std::chrono::milliseconds>(max).count();
+}
+
 std::string Got(double v) { return ", got " + std::to_string(v); }
 std::string Got(Duration d) { return ", got " + std::to_string(d.count()) + " ns"; }
 
@@ -51,12 +99,27 @@ IntervalFunction Fixed(Duration d) {
 }
 
 IntervalFunction Exponential(ExponentialOptions options) {
+  if (options.whole_milliseconds) {
+    return [options](int attempt) {
+      return FromMillis(std::min(MillisSteps(options, attempt), MaxMillis(options.max)));
+    };
+  }
   return [options](int attempt) { return ExponentialBase(options, attempt); };
 }
 
 IntervalFunction ExponentialJitter(JitterOptions options) {
   auto rng = std::make_shared<Uniform>(options.seed);
   const ExponentialOptions base{options.initial, options.multiplier, options.max};
+  if (options.whole_milliseconds) {
+    return [base, jitter = options.jitter, rng](int attempt) {
+      // IntervalFunctionCompanion.randomize(): min + random * (max - min),
+      // over the uncapped whole-millisecond wait; then (long), then the cap.
+      const double w = static_cast<double>(MillisSteps(base, attempt));
+      const double delta = jitter * w;
+      const double spread = (w - delta) + rng->Next() * ((w + delta) - (w - delta));
+      return FromMillis(std::min(JavaLong(spread), MaxMillis(base.max)));
+    };
+  }
   return [base, jitter = options.jitter, rng](int attempt) {
     const Duration w = ExponentialBase(base, attempt);
     // Uniform in [w * (1 - jitter), w * (1 + jitter)], as Resilience4j's

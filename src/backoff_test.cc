@@ -60,6 +60,51 @@ TEST(Backoff, ExponentialWithMultiplierOneIsFixed) {
   for (int attempt = 1; attempt < 20; ++attempt) EXPECT_EQ(f(attempt), 300ms);
 }
 
+// Resilience4j's IntervalFunction.ofExponentialBackoff truncates to whole
+// milliseconds at every step: the trace, 7 ms x 1.3.
+TEST(Backoff, WholeMillisecondsTruncatesAtEveryStepAsResilience4j) {
+  IntervalFunction exact = backoff::Exponential({.initial = 7ms, .multiplier = 1.3});
+  IntervalFunction r4j =
+      backoff::Exponential({.initial = 7ms, .multiplier = 1.3, .whole_milliseconds = true});
+  EXPECT_EQ(Draw(r4j, 5), (std::vector<Duration>{7ms, 9ms, 11ms, 14ms, 18ms}));
+  const double exact_ms = std::chrono::duration<double, std::milli>(exact(4)).count();
+  EXPECT_NEAR(exact_ms, 15.379, 1e-6);
+}
+
+TEST(Backoff, WholeMillisecondsTruncatesInitialAndCap) {
+  IntervalFunction f = backoff::Exponential(
+      {.initial = 7900us, .multiplier = 2, .max = 30500us, .whole_milliseconds = true});
+  EXPECT_EQ(Draw(f, 4), (std::vector<Duration>{7ms, 14ms, 28ms, 30ms}));
+}
+
+TEST(Backoff, WholeMillisecondsStopsAtAFixedPointAndSaturates) {
+  // 7 x 1.1 = 7.7 truncates back to 7, for ever.
+  IntervalFunction stuck =
+      backoff::Exponential({.initial = 7ms, .multiplier = 1.1, .whole_milliseconds = true});
+  EXPECT_EQ(stuck(1'000'000'000), 7ms);
+  IntervalFunction huge =
+      backoff::Exponential({.initial = 1s, .multiplier = 10, .whole_milliseconds = true});
+  EXPECT_EQ(huge(1'000'000'000), Duration::max());
+}
+
+TEST(Backoff, WholeMillisecondsJitterIsWholeAndCappedAfterTheSpread) {
+  IntervalFunction f = backoff::ExponentialJitter({.initial = 1000ms,
+                                                   .multiplier = 1,
+                                                   .max = 1200ms,
+                                                   .jitter = 0.5,
+                                                   .seed = 7,
+                                                   .whole_milliseconds = true});
+  bool capped = false;
+  for (int i = 0; i < 200; ++i) {
+    const Duration d = f(1);
+    EXPECT_EQ(d % 1ms, Duration::zero()) << d.count();
+    EXPECT_GE(d, 500ms);
+    EXPECT_LE(d, 1200ms);
+    capped = capped || d == 1200ms;
+  }
+  EXPECT_TRUE(capped);
+}
+
 TEST(Backoff, ExponentialJitterStaysWithinProportionalBounds) {
   backoff::JitterOptions o;
   o.initial = 1s;

@@ -185,12 +185,36 @@ Outcome CircuitBreaker::ClassifyException(const std::exception_ptr& e) const noe
   }
 }
 
-void CircuitBreaker::Core::OperatorTransition(State to, const OperatorInfo* op) {
+namespace {
+// Resilience4j 2.4.0's CircuitBreaker.StateTransition has no entry for these
+// (from, to) pairs: transitionTo*State() throws
+// IllegalStateTransitionException and leaves the state as it was.
+// FORCED_CLOSED is fusebox's own and moves anywhere.
+bool IllegalInResilience4j(State from, State to) {
+  return (from == State::kClosed && to == State::kHalfOpen) ||
+         (from == State::kMetricsOnly && (to == State::kOpen || to == State::kHalfOpen));
+}
+}  // namespace
+
+Status CircuitBreaker::Core::OperatorTransition(State to, const OperatorInfo* op) {
+  State from;
+  bool refused;
   {
     internal::SpinMutexLock lock(&mu);
-    TransitionLocked(to, TransitionReason::kOperator, cb.clock_.Now(), Duration::zero(), op);
+    from = StateOf(cb.word_.load(std::memory_order_relaxed));
+    refused = cb.resilience4j_ && IllegalInResilience4j(from, to);
+    if (!refused) {
+      TransitionLocked(to, TransitionReason::kOperator, cb.clock_.Now(), Duration::zero(), op);
+    }
+  }
+  if (refused) {
+    // The message is built after the lock is released.
+    return Status::InvalidArgument("illegal state transition from " + std::string(StateName(from)) +
+                                   " to " + std::string(StateName(to)) + " (breaker \"" + cb.name_ +
+                                   "\")");
   }
   Dispatch();
+  return Status();
 }
 
 namespace {
@@ -201,36 +225,41 @@ cb_internal::OperatorInfo ToOperatorInfo(OverrideOptions&& o) {
 
 void CircuitBreaker::ForceOpen(OverrideOptions options) {
   const auto info = ToOperatorInfo(std::move(options));
-  core_->OperatorTransition(State::kForcedOpen, &info);
+  (void)core_->OperatorTransition(State::kForcedOpen, &info);  // Legal from every state.
 }
 
 void CircuitBreaker::ForceClosed(OverrideOptions options) {
   const auto info = ToOperatorInfo(std::move(options));
-  core_->OperatorTransition(State::kForcedClosed, &info);
+  (void)core_->OperatorTransition(State::kForcedClosed, &info);  // Legal from every state.
 }
 
 void CircuitBreaker::Disable(OverrideOptions options) {
   const auto info = ToOperatorInfo(std::move(options));
-  core_->OperatorTransition(State::kDisabled, &info);
+  (void)core_->OperatorTransition(State::kDisabled, &info);  // Legal from every state.
 }
 
 void CircuitBreaker::MetricsOnly(OverrideOptions options) {
   const auto info = ToOperatorInfo(std::move(options));
-  core_->OperatorTransition(State::kMetricsOnly, &info);
+  (void)core_->OperatorTransition(State::kMetricsOnly, &info);  // Legal from every state.
 }
 
 void CircuitBreaker::Reset(std::string reason, std::string actor) {
   const Core::OperatorInfo info{reason.empty() ? std::string("reset") : std::move(reason),
                                 std::move(actor), Duration::zero()};
-  core_->OperatorTransition(State::kClosed, &info);
+  (void)core_->OperatorTransition(State::kClosed, &info);  // Legal from every state.
 }
 
-void CircuitBreaker::TransitionToClosed() { core_->OperatorTransition(State::kClosed, nullptr); }
+void CircuitBreaker::TransitionToClosed() {
+  // Every state may move to CLOSED, in both modes.
+  (void)core_->OperatorTransition(State::kClosed, nullptr);
+}
 
-void CircuitBreaker::TransitionToOpen() { core_->OperatorTransition(State::kOpen, nullptr); }
+Status CircuitBreaker::TransitionToOpen() {
+  return core_->OperatorTransition(State::kOpen, nullptr);
+}
 
-void CircuitBreaker::TransitionToHalfOpen() {
-  core_->OperatorTransition(State::kHalfOpen, nullptr);
+Status CircuitBreaker::TransitionToHalfOpen() {
+  return core_->OperatorTransition(State::kHalfOpen, nullptr);
 }
 
 std::optional<OverrideInfo> CircuitBreaker::active_override() const {

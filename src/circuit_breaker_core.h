@@ -270,8 +270,10 @@ struct alignas(64) CircuitBreaker::Core {
       }
     }
   }
-  // Locks, moves to `to` for an operator, delivers.
-  void OperatorTransition(State to, const OperatorInfo* op) FUSEBOX_EXCLUDES(mu);
+  // Locks, moves to `to` for an operator, delivers. kResilience4j refuses
+  // the moves Resilience4j's StateTransition table lacks (kInvalidArgument,
+  // nothing changed); kDefault takes every move.
+  Status OperatorTransition(State to, const OperatorInfo* op) FUSEBOX_EXCLUDES(mu);
 
   // --- circuit_breaker_admission.cc ---
   // Counts a rejection of a call in the state of `word`, tells listeners.

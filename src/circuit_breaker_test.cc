@@ -1262,7 +1262,7 @@ TEST(CircuitBreaker, TransitionToOpenKeepsTheWindowAndWaits) {
   Fail(*cb);
   Fail(*cb);
   Succeed(*cb);
-  cb->TransitionToOpen();
+  ASSERT_TRUE(cb->TransitionToOpen().ok());
   EXPECT_EQ(cb->state(), State::kOpen);
   EXPECT_EQ(cb->metrics().buffered_calls, 3);
   EXPECT_EQ(cb->metrics().failed_calls, 2);
@@ -1278,7 +1278,7 @@ TEST(CircuitBreaker, TransitionToOpenKeepsTheWindowAndWaits) {
 TEST(CircuitBreaker, TransitionToHalfOpenAdmitsProbes) {
   ManualClock clock;
   auto cb = Make(CountConfig(), clock);
-  cb->TransitionToHalfOpen();
+  ASSERT_TRUE(cb->TransitionToHalfOpen().ok());
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   Permit a = Acquire(*cb);
   Permit b = Acquire(*cb);
@@ -1489,7 +1489,7 @@ TEST(CircuitBreaker, IsQuiescentOnlyWhenClosedAndClean) {
   EXPECT_FALSE(cb->IsQuiescent());
   cb->Reset();
   EXPECT_TRUE(cb->IsQuiescent());
-  cb->TransitionToOpen();
+  ASSERT_TRUE(cb->TransitionToOpen().ok());
   EXPECT_FALSE(cb->IsQuiescent());
   cb->Reset();
   cb->ForceClosed({.reason = "r", .actor = "a"});
@@ -1694,7 +1694,7 @@ TEST(CircuitBreaker, CallClassifiesExceptionsWithTheConfiguredClassifier) {
 TEST(CircuitBreaker, RejectedCallDoesNotRunTheCallable) {
   ManualClock clock;
   auto cb = Make(CountConfig(), clock);
-  cb->TransitionToOpen();
+  ASSERT_TRUE(cb->TransitionToOpen().ok());
   int runs = 0;
   Result<int> r = cb->Call([&] { return ++runs; });
   ASSERT_FALSE(r.has_value());

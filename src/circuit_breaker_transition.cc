@@ -64,7 +64,9 @@ void CircuitBreaker::Core::TransitionLocked(State to, TransitionReason reason, T
   hold_deferred_failures = false;
   PublishLocked(to, epoch, e.probe, second);
 
-  if (listening) {
+  // Resilience4j publishes no event for a move to the state it is in
+  // (StateTransition.isInternalTransition), though the state starts afresh.
+  if (listening && !(cb.resilience4j_ && from == to)) {
     PendingTransition p;
     p.event.from = from;
     p.event.to = to;
@@ -119,7 +121,12 @@ void CircuitBreaker::Core::EnterLocked(State to, TimePoint now, Duration open_fo
     case State::kMetricsOnly:
     case State::kForcedOpen:
     case State::kForcedClosed: {
+      // Resilience4j's ForcedOpenState counts as one more OPEN period
+      // (attempts + 1), which the next OPEN's wait interval continues from;
+      // its DISABLED and METRICS_ONLY start from 0, as CLOSED does.
+      const int attempts = open_attempts;
       ResetClosedLocked();
+      if (cb.resilience4j_ && to == State::kForcedOpen) open_attempts = attempts + 1;
       e.probe = false;
       OverrideInfo info;
       info.state = to;

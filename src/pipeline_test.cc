@@ -114,7 +114,7 @@ TEST_F(PipelineTest, EachStageRefusesWithItsOwnCode) {
   held.Release();
 
   clock_.Advance(1s);
-  breaker->TransitionToOpen();
+  ASSERT_TRUE(breaker->TransitionToOpen().ok());
   Result<int> open = pipeline->Execute(dep);
   EXPECT_EQ(open.error().code(), StatusCode::kCircuitOpen);
   EXPECT_EQ(open.error().retry_at(), clock_.Now() + 10s);
@@ -186,7 +186,7 @@ TEST_F(PipelineTest, FinalResultLoopStopsWhenTheBreakerOpensMeanwhile) {
   auto pipeline = Build(builder);
   Result<int> r = pipeline->Execute([&]() -> Result<int> {
     ++calls_;
-    breaker->TransitionToOpen();  // As another thread's failures would.
+    EXPECT_TRUE(breaker->TransitionToOpen().ok());  // As another thread's failures would.
     return Status::Unavailable("down");
   });
   EXPECT_EQ(r.error().code(), StatusCode::kCircuitOpen);

@@ -393,7 +393,7 @@ class RegistryProtection : public RegistryTest, public ::testing::WithParamInter
         EXPECT_EQ(cb->state(), State::kOpen);
         break;
       case Protection::kHalfOpen:
-        cb->TransitionToHalfOpen();
+        EXPECT_TRUE(cb->TransitionToHalfOpen().ok());
         EXPECT_EQ(cb->state(), State::kHalfOpen);
         break;
       case Protection::kForcedOpen:

@@ -1196,5 +1196,114 @@ TEST_P(Resilience4jSemantics, Point17_FloatRoundingUpOpensWhereDoubleWouldNot) {
   EXPECT_EQ(recorder_->last().reason, TransitionReason::kSlowCallRate);
 }
 
+// ---------------------------------------------------------------------------
+// Point 19: kResilience4j refuses the operator moves Resilience4j's
+// StateTransition table lacks (CLOSED -> HALF_OPEN, METRICS_ONLY -> OPEN or
+// HALF_OPEN), leaving state, window and listeners as they were; kDefault
+// takes them.
+
+TEST_P(Resilience4jSemantics, Point19_HalfOpenFromClosedIsIllegalInResilience4j) {
+  auto cb = Make(CountConfig(4, 4));
+  ASSERT_NE(cb, nullptr);
+  FailTimes(*cb, 1);
+  SucceedTimes(*cb, 1);
+  const Status s = cb->TransitionToHalfOpen();
+  if (r4j()) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("illegal state transition from CLOSED to HALF_OPEN"),
+              std::string::npos)
+        << s;
+    EXPECT_EQ(cb->state(), State::kClosed);
+    EXPECT_EQ(cb->metrics().buffered_calls, 2);
+    EXPECT_EQ(cb->metrics().failed_calls, 1);
+    EXPECT_EQ(recorder_->size(), 0u);
+  } else {
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(cb->state(), State::kHalfOpen);
+    ASSERT_EQ(recorder_->size(), 1u);
+    EXPECT_EQ(recorder_->last().to, State::kHalfOpen);
+  }
+}
+
+TEST_P(Resilience4jSemantics, Point19_OpenAndHalfOpenFromMetricsOnlyAreIllegalInResilience4j) {
+  auto cb = Make(CountConfig(4, 4));
+  ASSERT_NE(cb, nullptr);
+  cb->MetricsOnly();
+  FailTimes(*cb, 1);
+  const std::size_t before = recorder_->size();
+  const Status open = cb->TransitionToOpen();
+  const Status half_open = cb->TransitionToHalfOpen();
+  if (r4j()) {
+    EXPECT_EQ(open.code(), StatusCode::kInvalidArgument) << open;
+    EXPECT_EQ(half_open.code(), StatusCode::kInvalidArgument) << half_open;
+    EXPECT_EQ(cb->state(), State::kMetricsOnly);
+    EXPECT_EQ(cb->metrics().failed_calls, 1);
+    EXPECT_EQ(recorder_->size(), before);
+  } else {
+    EXPECT_TRUE(open.ok()) << open;
+    EXPECT_TRUE(half_open.ok()) << half_open;
+    EXPECT_EQ(cb->state(), State::kHalfOpen);
+  }
+}
+
+TEST_P(Resilience4jSemantics, Point19_LegalOperatorMovesAreTakenInBothModes) {
+  auto cb = Make(CountConfig(4, 4));
+  ASSERT_NE(cb, nullptr);
+  EXPECT_TRUE(cb->TransitionToOpen().ok());
+  EXPECT_TRUE(cb->TransitionToHalfOpen().ok());
+  EXPECT_EQ(cb->state(), State::kHalfOpen);
+  cb->ForceOpen();
+  EXPECT_TRUE(cb->TransitionToHalfOpen().ok());  // FORCED_OPEN -> HALF_OPEN is in the table.
+  cb->Disable();
+  EXPECT_TRUE(cb->TransitionToOpen().ok());  // So is DISABLED -> OPEN.
+  EXPECT_EQ(cb->state(), State::kOpen);
+}
+
+// ---------------------------------------------------------------------------
+// Point 20: a move to the current state starts it afresh; kResilience4j
+// tells listeners nothing of it (StateTransition.isInternalTransition),
+// kDefault publishes X -> X so that an audit sees the operator's action.
+
+TEST_P(Resilience4jSemantics, Point20_MoveToTheCurrentStatePublishesNoEventInResilience4j) {
+  auto cb = Make(CountConfig(4, 4));
+  ASSERT_NE(cb, nullptr);
+  FailTimes(*cb, 1);
+  cb->TransitionToClosed();
+  EXPECT_EQ(cb->metrics().buffered_calls, 0);  // Afresh in both modes.
+  cb->ForceOpen();
+  cb->ForceOpen();
+  cb->Reset();
+  cb->Reset();
+  std::vector<std::pair<State, State>> moves;
+  for (const RecordedTransition& t : recorder_->transitions()) moves.emplace_back(t.from, t.to);
+  using P = std::pair<State, State>;
+  if (r4j()) {
+    EXPECT_EQ(moves, (std::vector<P>{{State::kClosed, State::kForcedOpen},
+                                     {State::kForcedOpen, State::kClosed}}));
+  } else {
+    EXPECT_EQ(moves, (std::vector<P>{{State::kClosed, State::kClosed},
+                                     {State::kClosed, State::kForcedOpen},
+                                     {State::kForcedOpen, State::kForcedOpen},
+                                     {State::kForcedOpen, State::kClosed},
+                                     {State::kClosed, State::kClosed}}));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Point 22: FORCED_OPEN counts as an OPEN period in kResilience4j
+// (ForcedOpenState(attempts + 1)): the next OPEN's wait interval continues
+// from it. kDefault starts again from attempt 1, as after CLOSED.
+
+TEST_P(Resilience4jSemantics, Point22_ForcedOpenCountsAsAnOpenAttemptInResilience4j) {
+  CircuitBreakerConfig c = CountConfig(4, 4);
+  c.wait_interval_function = [](int attempt) { return attempt * kWait; };
+  auto cb = Make(c);
+  ASSERT_NE(cb, nullptr);
+  cb->ForceOpen();
+  ASSERT_TRUE(cb->TransitionToOpen().ok());
+  EXPECT_EQ(cb->metrics().open_attempts, r4j() ? 2 : 1);
+  EXPECT_EQ(cb->metrics().retry_at, kT0 + (r4j() ? 2 : 1) * kWait);
+}
+
 }  // namespace
 }  // namespace fusebox

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -209,9 +210,35 @@ int RunOnInput(std::string_view command, const std::string& path, std::istream& 
   return 0;
 }
 
-int RunReplay(const std::string& path, std::istream& in, std::ostream& out, std::ostream& err) {
-  return RunOnInput("replay", path, in, err,
-                    [&](std::istream& source) { return ReplayTrace(source, out, err); });
+// With `expect`: the output is also compared with that recording
+// (CompareWithRecorded); differences go to `err` and exit with 1.
+int RunReplay(const std::string& path, const std::string& expect, std::istream& in,
+              std::ostream& out, std::ostream& err) {
+  if (expect.empty()) {
+    return RunOnInput("replay", path, in, err,
+                      [&](std::istream& source) { return ReplayTrace(source, out, err); });
+  }
+  std::ifstream recorded(expect, std::ios::binary);
+  if (!recorded) {
+    return Fail(err, "replay", Status::InvalidArgument("cannot read \"" + expect + "\""));
+  }
+  std::stringstream replayed;
+  const int code = RunOnInput("replay", path, in, err, [&](std::istream& source) {
+    return ReplayTrace(source, replayed, err);
+  });
+  out << replayed.str();
+  if (code != 0) return code;
+  Result<int> differences = CompareWithRecorded(replayed, recorded, err);
+  if (!differences) {
+    return Fail(
+        err, "replay",
+        Status::InvalidArgument(expect + ": " + std::string(differences.error().message())));
+  }
+  if (*differences > 0) {
+    err << "fusebox replay: " << *differences << " difference(s) from " << expect << '\n';
+    return 1;
+  }
+  return 0;
 }
 
 #ifdef FUSEBOX_APP_WITH_META
@@ -321,12 +348,18 @@ Command AddSim(CLI::App& app) {
 }
 
 Command AddReplay(CLI::App& app) {
-  auto trace_path = std::make_shared<std::string>();
+  struct Flags {
+    std::string trace, expect;
+  };
+  auto f = std::make_shared<Flags>();
   CLI::App* replay = app.add_subcommand(
       "replay", "Replay a JSON-lines trace of calls through a breaker, one decision per event");
-  replay->add_option("trace", *trace_path, "The trace file; stdin when absent or -");
-  return {replay, [trace_path](std::istream& in, std::ostream& out, std::ostream& err) {
-            return RunReplay(*trace_path, in, out, err);
+  replay->add_option("trace", f->trace, "The trace file; stdin when absent or -");
+  replay->add_option("--expect", f->expect,
+                     "Compare the output with this recording of the same trace through "
+                     "Resilience4j (same format); differences on stderr, exit 1");
+  return {replay, [f](std::istream& in, std::ostream& out, std::ostream& err) {
+            return RunReplay(f->trace, f->expect, in, out, err);
           }};
 }
 

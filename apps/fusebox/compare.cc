@@ -72,6 +72,16 @@ Result<Candidate> ParseCandidate(std::string_view spec, const Candidate& base) {
     return Status::InvalidArgument("configuration \"" + std::string(spec) +
                                    "\": " + std::string(s.message()));
   }
+  // The growing OPEN duration of a trace's config line was built from its own
+  // first wait; a changed one would be silently ignored.
+  if (c.config.wait_interval_function &&
+      c.config.wait_duration_in_open_state != base.config.wait_duration_in_open_state) {
+    return Status::InvalidArgument(
+        "configuration \"" + std::string(spec) +
+        "\": waitDurationInOpenState cannot change here: the input's OPEN duration grows "
+        "(enableExponentialBackoff or enableRandomizedWait) from its own; change the trace's "
+        "config line instead");
+  }
   return c;
 }
 

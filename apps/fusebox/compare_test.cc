@@ -112,6 +112,29 @@ TEST(Compare, Candidates) {
             "configuration \"x:bogus=1\": unknown property \"bogus\"");
 }
 
+TEST(Compare, OperatorEventsAndAGrowingWaitInATrace) {
+  std::istringstream in(testing::ReadFile(testing::TestData("exponential_wait.jsonl")) +
+                        R"({"t": 46, "operator": "transitionToForcedOpenState"})" + "\n" +
+                        R"({"t": 47, "call": "c9", "outcome": "success"})" + "\n");
+  Result<Trace> trace = ReadTrace(in);
+  ASSERT_TRUE(trace.has_value()) << trace.error();
+  const Candidate base{"input", true, trace->config};
+  Result<Candidate> faster = ParseCandidate("fast:failureRateThreshold=100", base);
+  ASSERT_TRUE(faster.has_value()) << faster.error();
+  Result<std::vector<CompareRow>> rows =
+      CompareOnTrace(*trace, {base, *faster, *ParseCandidate("no-breaker", base)});
+  ASSERT_TRUE(rows.has_value()) << rows.error();
+  // input: c1 to c8 as replayed (4 of 8 rejected), then c9 rejected by
+  // FORCED_OPEN; without a breaker the operator event changes nothing.
+  EXPECT_EQ((*rows)[0].rejected, 4);
+  EXPECT_EQ((*rows)[2].rejected, 0);
+  EXPECT_EQ((*rows)[2].permitted, 9);
+  EXPECT_EQ(ParseCandidate("x:waitDurationInOpenState=1s", base).error().message(),
+            "configuration \"x:waitDurationInOpenState=1s\": waitDurationInOpenState cannot "
+            "change here: the input's OPEN duration grows (enableExponentialBackoff or "
+            "enableRandomizedWait) from its own; change the trace's config line instead");
+}
+
 TEST(Compare, MeasureEdgeCases) {
   RunFacts facts;
   facts.calls = {CallFact{1s, 1s, true, OutcomeKind::kSuccess}};

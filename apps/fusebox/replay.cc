@@ -56,8 +56,11 @@ Result<CircuitBreakerConfig> ReadConfigLine(LineReader& lines, std::string& line
 }  // namespace
 
 Replayer::Replayer(std::unique_ptr<CircuitBreaker> breaker, std::shared_ptr<TransitionLog> log,
-                   Mode mode)
-    : mode_(mode), breaker_(std::move(breaker)), log_(std::move(log)) {}
+                   Mode mode, bool breaker_enabled)
+    : mode_(mode),
+      breaker_enabled_(breaker_enabled),
+      breaker_(std::move(breaker)),
+      log_(std::move(log)) {}
 
 Result<std::unique_ptr<Replayer>> Replayer::Create(const CircuitBreakerConfig& config,
                                                    bool breaker_enabled, Mode mode) {
@@ -71,9 +74,37 @@ Result<std::unique_ptr<Replayer>> Replayer::Create(const CircuitBreakerConfig& c
   if (!breaker_enabled) breaker->Disable({.reason = "no breaker", .actor = "fusebox"});
   auto log = std::make_shared<TransitionLog>(StepClock::kStart);
   breaker->AddListener(log);
-  std::unique_ptr<Replayer> r(new Replayer(std::move(breaker), std::move(log), mode));
+  std::unique_ptr<Replayer> r(
+      new Replayer(std::move(breaker), std::move(log), mode, breaker_enabled));
   r->clock_ = std::move(clock);
   return r;
+}
+
+Status Replayer::ApplyOperator(OperatorAction action) {
+  const OverrideOptions by_trace{.reason = std::string(OperatorActionName(action)),
+                                 .actor = "trace"};
+  switch (action) {
+    case OperatorAction::kTransitionToForcedOpenState:
+      breaker_->ForceOpen(by_trace);
+      return Status();
+    case OperatorAction::kTransitionToDisabledState:
+      breaker_->Disable(by_trace);
+      return Status();
+    case OperatorAction::kTransitionToMetricsOnlyState:
+      breaker_->MetricsOnly(by_trace);
+      return Status();
+    case OperatorAction::kTransitionToClosedState:
+      breaker_->TransitionToClosed();
+      return Status();
+    case OperatorAction::kTransitionToOpenState:
+      return breaker_->TransitionToOpen();
+    case OperatorAction::kTransitionToHalfOpenState:
+      return breaker_->TransitionToHalfOpen();
+    case OperatorAction::kReset:
+      breaker_->Reset(by_trace.reason, by_trace.actor);
+      return Status();
+  }
+  return Status();
 }
 
 Result<ReplayStep> Replayer::Apply(const TraceEvent& e) {
@@ -123,6 +154,13 @@ Result<ReplayStep> Replayer::Apply(const TraceEvent& e) {
   switch (e.kind) {
     case TraceEventKind::kTick:
       break;
+    case TraceEventKind::kOperator:
+      if (!breaker_enabled_) {
+        step.skipped = true;
+      } else if (Status s = ApplyOperator(e.action); !s.ok()) {
+        step.refused = std::string(s.message());
+      }
+      break;
     case TraceEventKind::kAcquire:
     case TraceEventKind::kCall:
       if (Status s = acquire(); !s.ok()) return s;
@@ -163,14 +201,27 @@ std::vector<std::string> Replayer::PendingCalls() const {
 Json ReplayStepJson(const ReplayStep& step) {
   Json line;
   line["t"] = step.event.t_ms;
-  if (step.event.kind != TraceEventKind::kTick) line["call"] = step.event.call;
+  if (step.event.kind == TraceEventKind::kOperator) {
+    line["operator"] = OperatorActionName(step.event.action);
+  } else if (step.event.kind != TraceEventKind::kTick) {
+    line["call"] = step.event.call;
+  }
   if (step.permitted) line["permitted"] = *step.permitted;
-  line["state"] = StateName(step.metrics.state);
+  if (step.refused) line["refused"] = *step.refused;
+  const CircuitBreakerMetrics& m = step.metrics;
+  line["state"] = StateName(m.state);
   Json transitions = Json::array();
   for (const Transition& t : step.transitions) transitions.push_back(TransitionLabel(t));
   line["transitions"] = std::move(transitions);
-  line["failureRate"] = JsonFloat(step.metrics.failure_rate);
-  line["slowCallRate"] = JsonFloat(step.metrics.slow_call_rate);
+  line["failureRate"] = JsonFloat(m.failure_rate);
+  line["slowCallRate"] = JsonFloat(m.slow_call_rate);
+  line["numberOfBufferedCalls"] = m.buffered_calls;
+  line["numberOfFailedCalls"] = m.failed_calls;
+  line["numberOfSlowCalls"] = m.slow_calls;
+  line["numberOfSlowSuccessfulCalls"] = m.slow_successful_calls;
+  line["numberOfSlowFailedCalls"] = m.slow_failed_calls;
+  line["numberOfSuccessfulCalls"] = m.successful_calls;
+  line["numberOfNotPermittedCalls"] = m.not_permitted_calls;
   return line;
 }
 
@@ -213,6 +264,51 @@ Status ReplayTrace(std::istream& in, std::ostream& out, std::ostream& notes) {
     notes << "note: " << pending.size() << " call(s) acquired and never completed: " << ids << '\n';
   }
   return Status();
+}
+
+Result<int> CompareWithRecorded(std::istream& replayed, std::istream& recorded,
+                                std::ostream& report) {
+  // A line as JSON; `what` names the file in errors.
+  auto parse = [](const std::string& line, int number, const char* what) -> Result<Json> {
+    Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) {
+      return LineError(number, std::string(what) + ": not a JSON object");
+    }
+    return j;
+  };
+  auto same = [](const std::string& field, const Json& a, const Json& b) {
+    if ((field == "failureRate" || field == "slowCallRate") && a.is_number() && b.is_number()) {
+      return static_cast<float>(a.get<double>()) == static_cast<float>(b.get<double>());
+    }
+    return a == b;
+  };
+  LineReader ours(replayed), theirs(recorded);
+  std::string a, b;
+  int differences = 0;
+  for (int event = 1;; ++event) {
+    const bool has_a = ours.Next(a);
+    const bool has_b = theirs.Next(b);
+    if (!theirs.status().ok()) return theirs.status();
+    if (!has_a && !has_b) break;
+    if (has_a != has_b) {
+      report << "line " << event << ": " << (has_a ? "only fusebox" : "only recorded")
+             << " has this event\n";
+      ++differences;
+      break;
+    }
+    Result<Json> mine = parse(a, event, "replayed");
+    if (!mine) return mine.error();
+    Result<Json> reference = parse(b, theirs.number(), "recorded");
+    if (!reference) return reference.error();
+    for (const auto& [field, value] : mine->items()) {
+      const auto other = reference->find(field);
+      if (other == reference->end() || same(field, value, *other)) continue;
+      report << "line " << event << ": " << field << ": fusebox " << value.dump() << ", recorded "
+             << other->dump() << '\n';
+      ++differences;
+    }
+  }
+  return differences;
 }
 
 }  // namespace fusebox::app

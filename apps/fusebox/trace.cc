@@ -2,11 +2,15 @@
 
 #include <array>
 #include <cctype>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 
 #include "fusebox/config_names.h"
+#ifdef FUSEBOX_APP_WITH_YAML
+#include "fusebox/yaml/config.h"
+#endif
 
 namespace fusebox::app {
 namespace {
@@ -55,6 +59,86 @@ bool ValueText(const json& v, std::string& out) {
   return true;
 }
 
+// The text of every floating-point number directly inside the config object,
+// by key, as written. nlohmann reads a number into a double; a threshold must
+// be read from its text straight to float, as Java's Float.parseFloat does
+// ("50.000001907348633" is 50.000004f, while the double nearest to it lies
+// exactly halfway between two floats and rounds to 50).
+class FloatTexts : public nlohmann::json_sax<json> {
+ public:
+  std::map<std::string, std::string> texts;
+
+  bool null() override { return true; }
+  bool boolean(bool /*val*/) override { return true; }
+  bool number_integer(number_integer_t /*val*/) override { return true; }
+  bool number_unsigned(number_unsigned_t /*val*/) override { return true; }
+  bool number_float(number_float_t /*val*/, const string_t& text) override {
+    if (depth_ == 2) texts[key_] = text;
+    return true;
+  }
+  bool string(string_t& /*val*/) override { return true; }
+  bool binary(binary_t& /*val*/) override { return true; }
+  bool start_object(std::size_t /*elements*/) override {
+    ++depth_;
+    return true;
+  }
+  bool key(string_t& val) override {
+    if (depth_ == 2) key_ = val;
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t /*elements*/) override {
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& /*ex*/) override {
+    return false;
+  }
+
+ private:
+  // 1 inside the line's object, 2 inside "config".
+  int depth_ = 0;
+  std::string key_;
+};
+
+#ifdef FUSEBOX_APP_WITH_YAML
+// Through the yaml module: every property of a file's breaker instance.
+using ConfigSettings = yaml::CircuitBreakerSettings;
+CircuitBreakerConfig& ConfigOf(ConfigSettings& s) { return s.config; }
+Status SetProperty(ConfigSettings& s, const std::string& name, const std::string& text) {
+  Status st = yaml::SetCircuitBreakerProperty(s, name, text);
+  // No such property: config_names.h's message, with its suggestion.
+  if (st.code() == StatusCode::kNotFound) return SetConfigProperty(s.config, name, text);
+  return st;
+}
+Status FinishSettings(ConfigSettings& s) { return yaml::FinishCircuitBreakerSettings(s); }
+#else
+using ConfigSettings = CircuitBreakerConfig;
+CircuitBreakerConfig& ConfigOf(ConfigSettings& s) { return s; }
+Status SetProperty(ConfigSettings& s, const std::string& name, const std::string& text) {
+  return SetConfigProperty(s, name, text);
+}
+Status FinishSettings(ConfigSettings& /*s*/) { return Status(); }
+#endif
+
+constexpr std::array<std::pair<std::string_view, OperatorAction>, 7> kOperatorActions{{
+    {"transitionToForcedOpenState", OperatorAction::kTransitionToForcedOpenState},
+    {"transitionToDisabledState", OperatorAction::kTransitionToDisabledState},
+    {"transitionToMetricsOnlyState", OperatorAction::kTransitionToMetricsOnlyState},
+    {"transitionToClosedState", OperatorAction::kTransitionToClosedState},
+    {"transitionToOpenState", OperatorAction::kTransitionToOpenState},
+    {"transitionToHalfOpenState", OperatorAction::kTransitionToHalfOpenState},
+    {"reset", OperatorAction::kReset},
+}};
+
 bool NonNegativeInteger(const json& v, std::int64_t& out) {
   if (v.is_number_unsigned()) {
     const std::uint64_t u = v.get<std::uint64_t>();
@@ -81,6 +165,15 @@ std::string_view TraceEventKindName(TraceEventKind kind) {
       return "call";
     case TraceEventKind::kTick:
       return "tick";
+    case TraceEventKind::kOperator:
+      return "operator";
+  }
+  return "unknown";
+}
+
+std::string_view OperatorActionName(OperatorAction action) {
+  for (const auto& [name, a] : kOperatorActions) {
+    if (a == action) return name;
   }
   return "unknown";
 }
@@ -107,7 +200,10 @@ Result<CircuitBreakerConfig> ParseTraceConfigLine(std::string_view line, int lin
   }
   const json& config_json = root["config"];
   if (!config_json.is_object()) return LineError(line_number, "config must be an object");
-  CircuitBreakerConfig config;
+  // The line parsed once already, so this second pass cannot fail.
+  FloatTexts floats;
+  (void)json::sax_parse(line.begin(), line.end(), &floats);
+  ConfigSettings settings;
   for (const auto& [name, value] : config_json.items()) {
     std::string text;
     if (!ValueText(value, text)) {
@@ -116,14 +212,22 @@ Result<CircuitBreakerConfig> ParseTraceConfigLine(std::string_view line, int lin
                                         std::string(p ? p->expects : "a scalar") + ", got " +
                                         value.dump());
     }
-    if (Status s = SetConfigProperty(config, name, text); !s.ok()) {
+    if (value.is_number_float()) {
+      if (auto written = floats.texts.find(name); written != floats.texts.end()) {
+        text = written->second;
+      }
+    }
+    if (Status s = SetProperty(settings, name, text); !s.ok()) {
       return LineError(line_number, "config: " + std::string(s.message()));
     }
   }
-  if (Status s = ValidateConfigProperties(config); !s.ok()) {
+  if (Status s = ValidateConfigProperties(ConfigOf(settings)); !s.ok()) {
     return LineError(line_number, "config: " + std::string(s.message()));
   }
-  return config;
+  if (Status s = FinishSettings(settings); !s.ok()) {
+    return LineError(line_number, "config: " + std::string(s.message()));
+  }
+  return std::move(ConfigOf(settings));
 }
 
 Result<TraceEvent> ParseTraceEventLine(std::string_view line, int line_number) {
@@ -137,11 +241,12 @@ Result<TraceEvent> ParseTraceEventLine(std::string_view line, int line_number) {
 
   TraceEvent e;
   e.line = line_number;
-  static constexpr std::array<std::pair<std::string_view, TraceEventKind>, 4> kKinds{{
+  static constexpr std::array<std::pair<std::string_view, TraceEventKind>, 5> kKinds{{
       {"acquire", TraceEventKind::kAcquire},
       {"complete", TraceEventKind::kComplete},
       {"call", TraceEventKind::kCall},
       {"tick", TraceEventKind::kTick},
+      {"operator", TraceEventKind::kOperator},
   }};
   int kinds = 0;
   for (const auto& [name, kind] : kKinds) {
@@ -153,7 +258,7 @@ Result<TraceEvent> ParseTraceEventLine(std::string_view line, int line_number) {
   if (kinds != 1) {
     return LineError(line_number,
                      std::string(kinds == 0 ? "no event: " : "several events on one line: ") +
-                         "give exactly one of acquire, complete, call, tick");
+                         "give exactly one of acquire, complete, call, tick, operator");
   }
   const bool has_outcome = e.kind == TraceEventKind::kComplete || e.kind == TraceEventKind::kCall;
   for (const auto& [name, value] : root.items()) {
@@ -161,11 +266,14 @@ Result<TraceEvent> ParseTraceEventLine(std::string_view line, int line_number) {
                        (has_outcome && (name == "outcome" || name == "durationMs"));
     if (!known) {
       const bool elsewhere = name == "outcome" || name == "durationMs";
-      return LineError(line_number, elsewhere
-                                        ? "field \"" + name + "\" does not belong to a" +
-                                              (e.kind == TraceEventKind::kAcquire ? "n " : " ") +
-                                              std::string(TraceEventKindName(e.kind)) + " event"
-                                        : "unknown field \"" + name + "\"");
+      return LineError(
+          line_number,
+          elsewhere ? "field \"" + name + "\" does not belong to a" +
+                          (e.kind == TraceEventKind::kAcquire || e.kind == TraceEventKind::kOperator
+                               ? "n "
+                               : " ") +
+                          std::string(TraceEventKindName(e.kind)) + " event"
+                    : "unknown field \"" + name + "\"");
     }
   }
   if (!root.contains("t")) return LineError(line_number, "missing field \"t\" (milliseconds)");
@@ -177,6 +285,20 @@ Result<TraceEvent> ParseTraceEventLine(std::string_view line, int line_number) {
   if (e.kind == TraceEventKind::kTick) {
     if (subject != true) return LineError(line_number, "tick must be true");
     return e;
+  }
+  if (e.kind == TraceEventKind::kOperator) {
+    for (const auto& [name, action] : kOperatorActions) {
+      if (subject == name) {
+        e.action = action;
+        return e;
+      }
+    }
+    std::string names;
+    for (const auto& [name, action] : kOperatorActions) {
+      names += (names.empty() ? "" : ", ") + std::string(name);
+    }
+    return LineError(line_number, "operator must be one of Resilience4j's methods " + names +
+                                      ", got " + subject.dump());
   }
   if (!subject.is_string() || subject.get<std::string>().empty()) {
     return LineError(line_number, std::string(TraceEventKindName(e.kind)) +

@@ -6,12 +6,19 @@
 //   {"t": 4000, "complete": "c1", "outcome": "failure", "durationMs": 3000}
 //   {"t": 5000, "call": "c2", "outcome": "success", "durationMs": 5}
 //   {"t": 6000, "tick": true}
+//   {"t": 7000, "operator": "transitionToForcedOpenState"}
 //
 // The first line holds the configuration in Resilience4j's names (through
-// fusebox/config_names.h, so "compatibility" too); every other line is one
-// event at `t` milliseconds of the ManualClock. Blank lines are skipped. These
-// parsers only read: they know nothing of breakers, so the fuzz target can
-// call them on anything.
+// fusebox/config_names.h, so "compatibility" too, and, when the yaml module
+// is built in, every property a resilience4j.circuitbreaker instance takes,
+// enableExponentialBackoff and the rest, in any of Spring's spellings). A
+// number is read from its text, as Java reads it: a threshold of
+// 50.000001907348633 is Float.parseFloat's 50.000004, not the float nearest
+// to the double nearest to it (50). Every other line is one event at `t`
+// milliseconds of the ManualClock; "operator" names one of Resilience4j's
+// CircuitBreaker methods (OperatorActionName()). Blank lines are skipped.
+// docs/cli.md describes the format. These parsers only read: they know
+// nothing of breakers, so the fuzz target can call them on anything.
 //
 // Thread-safe: pure functions.
 #ifndef FUSEBOX_APPS_FUSEBOX_TRACE_H_
@@ -26,10 +33,24 @@
 
 namespace fusebox::app {
 
-enum class TraceEventKind : std::uint8_t { kAcquire, kComplete, kCall, kTick };
+enum class TraceEventKind : std::uint8_t { kAcquire, kComplete, kCall, kTick, kOperator };
 
-// "acquire", "complete", "call", "tick".
+// "acquire", "complete", "call", "tick", "operator".
 std::string_view TraceEventKindName(TraceEventKind kind);
+
+// What an operator event does: Resilience4j's CircuitBreaker methods.
+enum class OperatorAction : std::uint8_t {
+  kTransitionToForcedOpenState,
+  kTransitionToDisabledState,
+  kTransitionToMetricsOnlyState,
+  kTransitionToClosedState,
+  kTransitionToOpenState,
+  kTransitionToHalfOpenState,
+  kReset,
+};
+
+// The method's name: "transitionToForcedOpenState", ..., "reset".
+std::string_view OperatorActionName(OperatorAction action);
 
 struct TraceEvent {
   // 1-based line of the input.
@@ -43,6 +64,8 @@ struct TraceEvent {
   OutcomeKind outcome = OutcomeKind::kSuccess;
   // complete and call only; decides slow or not. Default 0.
   std::int64_t duration_ms = 0;
+  // operator only.
+  OperatorAction action = OperatorAction::kReset;
 };
 
 // kInvalidArgument "line <n>: <what>": how every trace error reads.
@@ -58,7 +81,7 @@ Result<CircuitBreakerConfig> ParseTraceConfigLine(std::string_view line, int lin
 
 // Parses one event line. Errors are kInvalidArgument "line <n>: <what>":
 // broken JSON, not an object, an unknown field, no or several event kinds, a
-// missing or bad t, outcome or durationMs.
+// missing or bad t, outcome, durationMs or operator method.
 Result<TraceEvent> ParseTraceEventLine(std::string_view line, int line_number);
 
 }  // namespace fusebox::app

@@ -38,6 +38,12 @@ struct ExponentialOptions {
   double multiplier = 1.5;
   // Upper bound of the wait before jitter. Default: no bound.
   Duration max = Duration::max();
+  // Resilience4j's arithmetic, for Compatibility::kResilience4j: the wait is
+  // whole milliseconds, truncated at every step (initial and max to whole
+  // milliseconds, then each wait is (long) (previous * multiplier)), so
+  // 7 ms x 1.3 gives 7, 9, 11, 14 ms where the exact values are 7, 9.1,
+  // 11.83, 15.379 ms. Default: false (exact, to the nanosecond).
+  bool whole_milliseconds = false;
 };
 
 // initial * multiplier^(attempt-1), capped at max. Resilience4j's
@@ -54,6 +60,10 @@ struct JitterOptions {
   double jitter = 0.5;
   // Seed of the generator. Default: 0 (a fixed seed, for reproducibility).
   std::uint64_t seed = 0;
+  // As ExponentialOptions::whole_milliseconds; the spread wait is truncated
+  // to whole milliseconds too, and `max` caps it after the spread, as
+  // Resilience4j's ofExponentialRandomBackoff does. Default: false.
+  bool whole_milliseconds = false;
 };
 
 // Exponential with proportional jitter: Resilience4j's

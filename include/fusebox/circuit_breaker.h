@@ -567,7 +567,9 @@ class CircuitBreaker {
 
   // Operator transitions. Each starts a new state epoch and a fresh window,
   // except TransitionToOpen/HalfOpen, which keep the window as Resilience4j's
-  // transitionTo*State do.
+  // transitionTo*State do. A move to the current state starts afresh too; in
+  // Compatibility::kResilience4j it tells listeners nothing, as Resilience4j
+  // publishes no event for it (docs/semantics.md).
   void ForceOpen(OverrideOptions options = {});
   void ForceClosed(OverrideOptions options = {});
   void Disable(OverrideOptions options = {});
@@ -575,8 +577,13 @@ class CircuitBreaker {
   // Back to CLOSED with an empty window, whatever the state; ends overrides.
   void Reset(std::string reason = {}, std::string actor = {});
   void TransitionToClosed();
-  void TransitionToOpen();
-  void TransitionToHalfOpen();
+  // OK, or in Compatibility::kResilience4j kInvalidArgument "illegal state
+  // transition from <from> to <to>" where Resilience4j throws
+  // IllegalStateTransitionException: TransitionToHalfOpen() from CLOSED, and
+  // either from METRICS_ONLY. Then nothing changes: state, window and
+  // listeners are as before. kDefault takes every move.
+  Status TransitionToOpen();
+  Status TransitionToHalfOpen();
 
   // The operator state in force, if any.
   std::optional<OverrideInfo> active_override() const;

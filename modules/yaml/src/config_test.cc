@@ -314,6 +314,51 @@ resilience4j.circuitbreaker.instances.payment:
   EXPECT_EQ(s.config.wait_interval_function(4), seconds(5));  // capped
 }
 
+// compatibility: resilience4j builds it with Resilience4j's arithmetic, whole
+// milliseconds truncated at every step (docs/semantics.md, point 18); the
+// default mode keeps the exact waits.
+TEST(YamlConfig, BreakerBackoffIsWholeMillisecondsInResilience4jMode) {
+  const Configuration c = MustLoad(R"(
+resilience4j.circuitbreaker.configs.default:
+  waitDurationInOpenState: 7ms
+  enableExponentialBackoff: true
+  exponentialBackoffMultiplier: 1.3
+resilience4j.circuitbreaker.instances:
+  r4j:
+    compatibility: resilience4j
+  exact:
+    compatibility: default
+)");
+  const IntervalFunction& r4j = c.circuit_breakers.instance("r4j")->config.wait_interval_function;
+  ASSERT_TRUE(r4j);
+  EXPECT_EQ(r4j(3), milliseconds(11));
+  EXPECT_EQ(r4j(4), milliseconds(14));
+  const IntervalFunction& exact =
+      c.circuit_breakers.instance("exact")->config.wait_interval_function;
+  ASSERT_TRUE(exact);
+  const double exact_us = std::chrono::duration<double, std::micro>(exact(4)).count();
+  EXPECT_NEAR(exact_us, 15379, 0.01);
+}
+
+// The properties without the file: what `fusebox replay` reads its config with.
+TEST(YamlConfig, OneBreakersPropertiesWithoutAFile) {
+  CircuitBreakerSettings s;
+  ASSERT_TRUE(SetCircuitBreakerProperty(s, "wait-duration-in-open-state", "2s").ok());
+  ASSERT_TRUE(SetCircuitBreakerProperty(s, "enableExponentialBackoff", "true").ok());
+  ASSERT_TRUE(SetCircuitBreakerProperty(s, "exponential_backoff_multiplier", "3").ok());
+  EXPECT_EQ(SetCircuitBreakerProperty(s, "recordExceptions", "java.io.IOException").code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(SetCircuitBreakerProperty(s, "enableRandomizedWait", "yes").message(),
+            "enableRandomizedWait: expected true or false, got \"yes\"");
+  ASSERT_TRUE(FinishCircuitBreakerSettings(s).ok());
+  ASSERT_TRUE(s.config.wait_interval_function);
+  EXPECT_EQ(s.config.wait_interval_function(2), seconds(6));
+
+  ASSERT_TRUE(SetCircuitBreakerProperty(s, "randomizedWaitFactor", "2").ok());
+  EXPECT_EQ(FinishCircuitBreakerSettings(s).message(),
+            "randomizedWaitFactor (open_backoff.randomized_factor) must be in [0, 1], got 2");
+}
+
 TEST(YamlConfig, RetryRandomizedWaitStaysWithinItsFactor) {
   const Configuration c = MustLoad(R"(
 resilience4j.retry.instances.payment:

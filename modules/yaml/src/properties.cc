@@ -125,7 +125,10 @@ Status ValidateBackoff(const BackoffSettings& b, Duration initial, SV prefix, SV
   return Status();
 }
 
-IntervalFunction BuildBackoff(const BackoffSettings& b, Duration initial) {
+// `whole_milliseconds`: Resilience4j's arithmetic (a breaker in
+// compatibility: resilience4j); `seed`: the randomized wait's generator.
+IntervalFunction BuildBackoff(const BackoffSettings& b, Duration initial,
+                              bool whole_milliseconds = false, std::uint64_t seed = 0) {
   const Duration max = b.max_wait > Duration::zero() ? b.max_wait : Duration::max();
   if (b.randomized) {
     // Resilience4j: ofExponentialRandomBackoff, or ofRandomized (multiplier 1).
@@ -133,10 +136,14 @@ IntervalFunction BuildBackoff(const BackoffSettings& b, Duration initial) {
                                        .multiplier = b.exponential ? b.multiplier : 1.0,
                                        .max = max,
                                        .jitter = b.randomized_factor,
-                                       .seed = 0});
+                                       .seed = seed,
+                                       .whole_milliseconds = whole_milliseconds});
   }
   if (b.exponential) {
-    return backoff::Exponential({.initial = initial, .multiplier = b.multiplier, .max = max});
+    return backoff::Exponential({.initial = initial,
+                                 .multiplier = b.multiplier,
+                                 .max = max,
+                                 .whole_milliseconds = whole_milliseconds});
   }
   return nullptr;
 }
@@ -201,7 +208,8 @@ Policy<CircuitBreakerSettings> MakeCircuitBreakerPolicy() {
       return st;
     }
     s.config.wait_interval_function =
-        BuildBackoff(s.open_backoff, s.config.wait_duration_in_open_state);
+        BuildBackoff(s.open_backoff, s.config.wait_duration_in_open_state,
+                     s.config.compatibility == Compatibility::kResilience4j, s.config.jitter_seed);
     return s.config.Validate();
   };
   return p;
@@ -473,3 +481,33 @@ std::string_view Closest(std::string_view key, const std::vector<std::string_vie
 }
 
 }  // namespace fusebox::yaml::internal
+
+namespace fusebox::yaml {
+
+Status SetCircuitBreakerProperty(CircuitBreakerSettings& settings, std::string_view name,
+                                 std::string_view value) {
+  const std::string canon = internal::Canonical(name);
+  for (const auto& p : internal::CircuitBreakerPolicy().properties) {
+    // The row's own spelling: the breaker's setters know only camelCase.
+    if (internal::Canonical(p.name) == canon) return p.set(settings, p.name, value);
+  }
+  return Status(StatusCode::kNotFound, "no circuit breaker property \"" + std::string(name) + '"');
+}
+
+Status FinishCircuitBreakerSettings(CircuitBreakerSettings& settings) {
+  const auto& policy = internal::CircuitBreakerPolicy();
+  const Status st = policy.finish(settings);
+  if (st.ok()) return st;
+  // "<field> <rule>" from finish(): put the property's name in front.
+  const std::string_view message = st.message();
+  for (const auto& p : policy.properties) {
+    if (!p.field.empty() && message.size() > p.field.size() &&
+        message.substr(0, p.field.size()) == p.field && message[p.field.size()] == ' ') {
+      return Status::InvalidArgument(std::string(p.name) + " (" + std::string(p.field) + ")" +
+                                     std::string(message.substr(p.field.size())));
+    }
+  }
+  return st;
+}
+
+}  // namespace fusebox::yaml

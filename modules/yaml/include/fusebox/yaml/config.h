@@ -117,7 +117,8 @@ using NameLists = std::map<std::string, std::vector<std::string>, std::less<>>;
 
 // resilience4j.circuitbreaker: the breaker's configuration, and how its OPEN
 // duration grows (config.wait_interval_function, built from open_backoff when
-// exponential or randomized).
+// exponential or randomized; in compatibility: resilience4j with Resilience4j's
+// whole-millisecond arithmetic, and the randomized wait seeded by jitterSeed).
 struct CircuitBreakerSettings {
   CircuitBreakerConfig config{};
   BackoffSettings open_backoff{};
@@ -230,6 +231,26 @@ Result<Configuration> LoadConfigFile(const std::string& path, const LoadOptions&
 // property of every template and instance (defaults and inherited values
 // filled in, baseConfig gone). LoadConfig() of this text gives `config` back.
 std::string FormatConfig(const Configuration& config);
+
+// One breaker's properties without the file around them: what `fusebox
+// replay` does with its trace's config line, so that a trace takes every
+// property an instance in a file takes, spelled as Spring allows, and gets the
+// same interval function. Set each key, then finish:
+//
+//   fusebox::yaml::CircuitBreakerSettings s;
+//   FUSEBOX_RETURN_IF_ERROR(fusebox::yaml::SetCircuitBreakerProperty(s, "enableExponentialBackoff",
+//   "true")); FUSEBOX_RETURN_IF_ERROR(fusebox::yaml::FinishCircuitBreakerSettings(s));
+//
+// SetCircuitBreakerProperty: kNotFound when no property has the name (the
+// Java names, recordExceptions and the like, are read from files only);
+// kInvalidArgument "<name>: expected <what>, got \"<value>\"" for a bad value.
+Status SetCircuitBreakerProperty(CircuitBreakerSettings& settings, std::string_view name,
+                                 std::string_view value);
+// Builds config.wait_interval_function from open_backoff and validates the
+// whole, as loading a file does. kInvalidArgument "<name> (<field>) <rule>"
+// for the first rule broken, e.g. "exponentialBackoffMultiplier
+// (open_backoff.multiplier) must be >= 1, got 0.5".
+Status FinishCircuitBreakerSettings(CircuitBreakerSettings& settings);
 
 // Adds every circuit breaker template, then every instance, to `registry` as
 // a configuration template of the same name (Registry::AddConfig), so that

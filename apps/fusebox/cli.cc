@@ -72,24 +72,24 @@ struct ScenarioFlags {
                    "waitDurationInOpenState=10s, ...); repeatable");
   }
 
-  Result<Scenario> Build() const {
-    Result<Scenario> base = Status::InvalidArgument("unset");
-    if (!file.empty()) {
-      if (!preset.empty()) {
-        return Status::InvalidArgument("give a preset or --scenario FILE, not both");
-      }
-      base = LoadScenarioFile(file);
-    } else {
-      base = FindPreset(preset.empty() ? "default" : preset);
+  // The scenario the flags change: --scenario FILE, else the preset
+  // ("default" when none is named).
+  Result<Scenario> Base() const {
+    if (file.empty()) return FindPreset(preset.empty() ? "default" : preset);
+    if (!preset.empty()) {
+      return Status::InvalidArgument("give a preset or --scenario FILE, not both");
     }
-    if (!base) return base.error();
-    Scenario s = std::move(*base);
+    return LoadScenarioFile(file);
+  }
+
+  // --calls, --interval or --rate, --timeout, --latency,
+  // --failure-probability and --seed; `custom` set when any is given.
+  Status ApplyTraffic(Scenario& s, bool& custom) const {
     auto duration = [](const std::string& flag, const std::string& text) -> Result<Duration> {
       Result<Duration> d = ParseDuration(text);
       if (!d) return Status::InvalidArgument(flag + ": " + std::string(d.error().message()));
       return d;
     };
-    bool custom = false;
     if (calls) s.calls = *calls, custom = true;
     if (interval && rate) return Status::InvalidArgument("give --interval or --rate, not both");
     if (interval) {
@@ -125,6 +125,12 @@ struct ScenarioFlags {
     }
     if (failure_probability) s.failure_probability = *failure_probability, custom = true;
     if (seed) s.seed = *seed, custom = true;
+    return Status();
+  }
+
+  // --outage, --slowdown, --error-burst, --no-breaker and --breaker;
+  // `custom` set when any is given.
+  Status ApplyFaultsAndBreaker(Scenario& s, bool& custom) const {
     if (!outages.empty()) {
       s.outages.clear();
       for (const std::string& o : outages) {
@@ -153,6 +159,16 @@ struct ScenarioFlags {
       }
       custom = true;
     }
+    return Status();
+  }
+
+  Result<Scenario> Build() const {
+    Result<Scenario> base = Base();
+    if (!base) return base.error();
+    Scenario s = std::move(*base);
+    bool custom = false;
+    if (Status st = ApplyTraffic(s, custom); !st.ok()) return st;
+    if (Status st = ApplyFaultsAndBreaker(s, custom); !st.ok()) return st;
     if (custom) {
       // No longer the preset the description talks about.
       s.name += " (modified)";

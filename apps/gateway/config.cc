@@ -219,6 +219,97 @@ void CheckTemplate(Parser& p, const YAML::Node& at, const std::string& path, std
   }
 }
 
+// routes[i].cache: what the route's snapshots are fresh and stale for.
+void ParseRouteCache(Parser& p, const YAML::Node& cache, const std::string& cpath, RouteConfig& r) {
+  if (p.IsMap(cache, cpath)) {
+    p.CheckKeys(cache, cpath, {"fresh_for", "max_stale"});
+    CacheConfig cc;
+    if (auto d = p.DurationValue(cache, "fresh_for", cpath, false)) cc.fresh_for = *d;
+    if (auto d = p.DurationValue(cache, "max_stale", cpath, false)) cc.max_stale = *d;
+    if (cc.fresh_for < Duration::zero() || cc.max_stale < cc.fresh_for) {
+      p.Error(cache, cpath + ".max_stale", "must be >= fresh_for");
+    }
+    if (r.method != "GET") {
+      p.Error(cache, cpath, "only GET routes may be cached (writes are never cached)");
+    }
+    r.cache = cc;
+  }
+}
+
+// routes[i]: its upstream (by name, among config.upstreams) and the
+// templates of its upstream path and circuit key, checked against its path.
+RouteConfig ParseRoute(Parser& p, const YAML::Node& n, const std::string& path,
+                       const GatewayConfig& config, std::set<std::string>& names) {
+  RouteConfig r;
+  if (auto name = p.String(n, "name", path, true)) {
+    r.name = *name;
+    if (!names.insert(*name).second) p.Error(n["name"], path + ".name", "duplicate name");
+  }
+  if (auto m = p.String(n, "method", path, true)) {
+    static constexpr std::string_view kMethods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+    if (std::find(std::begin(kMethods), std::end(kMethods), *m) == std::end(kMethods)) {
+      p.Error(n["method"], path + ".method",
+              "expected one of GET, POST, PUT, PATCH, DELETE, got \"" + *m + "\"");
+    }
+    r.method = *m;
+  }
+  std::vector<std::string> params;
+  if (auto rp = p.String(n, "path", path, true)) {
+    std::string why;
+    if (!PathPattern::Parse(*rp, params, why)) p.Error(n["path"], path + ".path", why);
+    r.path = *rp;
+  }
+  if (auto up = p.String(n, "upstream", path, true)) {
+    auto it = std::find_if(config.upstreams.begin(), config.upstreams.end(),
+                           [&](const UpstreamConfig& u) { return u.name == *up; });
+    if (it == config.upstreams.end()) {
+      p.Error(n["upstream"], path + ".upstream", "no upstream named \"" + *up + "\"");
+    } else {
+      r.upstream = static_cast<std::size_t>(it - config.upstreams.begin());
+    }
+  }
+  if (auto t = p.String(n, "upstream_path", path, true)) {
+    if (t->empty() || (*t)[0] != '/') {
+      p.Error(n["upstream_path"], path + ".upstream_path", "must start with '/'");
+    }
+    CheckTemplate(p, n["upstream_path"], path + ".upstream_path", *t, params);
+    r.upstream_path = *t;
+  }
+  if (auto w = p.String(n, "workload", path, true)) {
+    if (auto workload = WorkloadByName(*w)) {
+      r.workload = *workload;
+    } else {
+      p.Error(n["workload"], path + ".workload",
+              "expected one of read, publish, reply, token-refresh, got \"" + *w + "\"");
+    }
+  }
+  for (auto [key, field] : {std::pair{"provider", &r.provider}, {"subject", &r.subject}}) {
+    if (auto t = p.String(n, key, path, true)) {
+      CheckTemplate(p, n[key], path + "." + key, *t, params);
+      if (t->empty()) p.Error(n[key], path + "." + key, "must not be empty");
+      *field = *t;
+    }
+  }
+  if (!r.provider.empty() && r.provider.find('{') == std::string::npos &&
+      r.provider.find(':') != std::string::npos) {
+    p.Error(n["provider"], path + ".provider", "must not contain ':'");
+  }
+  if (auto c = p.String(n, "classifier", path, false)) {
+    if (*c == "meta") {
+      r.classifier = Classifier::kMeta;
+    } else if (*c == "http") {
+      r.classifier = Classifier::kHttp;
+    } else {
+      p.Error(n["classifier"], path + ".classifier", "expected meta or http, got \"" + *c + "\"");
+    }
+  }
+  if (auto d = p.DurationValue(n, "timeout", path)) r.timeout = *d;
+  if (const YAML::Node cache = n["cache"]; cache.IsDefined() && !cache.IsNull()) {
+    ParseRouteCache(p, cache, path + ".cache", r);
+  }
+  return r;
+}
+
 void ParseRoutes(Parser& p, const YAML::Node& list, GatewayConfig& config) {
   if (!list.IsSequence()) {
     p.Error(list, "routes", "expected a list of routes");
@@ -232,87 +323,115 @@ void ParseRoutes(Parser& p, const YAML::Node& list, GatewayConfig& config) {
     p.CheckKeys(n, path,
                 {"name", "method", "path", "upstream", "upstream_path", "workload", "provider",
                  "subject", "classifier", "timeout", "cache"});
-    RouteConfig r;
-    if (auto name = p.String(n, "name", path, true)) {
-      r.name = *name;
-      if (!names.insert(*name).second) p.Error(n["name"], path + ".name", "duplicate name");
+    config.routes.push_back(ParseRoute(p, n, path, config, names));
+  }
+}
+
+// limits: what a client may send, and for how long.
+void ParseLimits(Parser& p, const YAML::Node& l, GatewayConfig& c) {
+  p.CheckKeys(
+      l, "limits",
+      {"max_header_bytes", "max_body_bytes", "read_timeout", "idle_timeout", "shutdown_grace"});
+  if (auto v = p.Integer(l, "max_header_bytes", "limits", 256, 1 << 20)) {
+    c.limits.max_header_bytes = static_cast<std::size_t>(*v);
+  }
+  if (auto v = p.Integer(l, "max_body_bytes", "limits", 0, 1LL << 30)) {
+    c.limits.max_body_bytes = static_cast<std::size_t>(*v);
+  }
+  if (auto d = p.DurationValue(l, "read_timeout", "limits")) c.limits.read_timeout = *d;
+  if (auto d = p.DurationValue(l, "idle_timeout", "limits")) c.limits.idle_timeout = *d;
+  if (auto d = p.DurationValue(l, "shutdown_grace", "limits", false)) {
+    c.limits.shutdown_grace = *d;
+  }
+}
+
+// admin: the token (read from the environment) and the audit log.
+void ParseAdmin(Parser& p, const YAML::Node& a, GatewayConfig& c) {
+  p.CheckKeys(a, "admin", {"token_env", "audit_log"});
+  AdminConfig admin;
+  if (auto v = p.String(a, "token_env", "admin", true)) {
+    admin.token_env = *v;
+    std::optional<std::string> token = p.getenv()(*v);
+    if (!token || token->empty()) {
+      // Names the variable, never a value.
+      p.Error(a["token_env"], "admin.token_env",
+              "environment variable " + *v + " is not set or empty (it holds the admin token)");
+    } else {
+      admin.token = std::move(*token);
     }
-    if (auto m = p.String(n, "method", path, true)) {
-      static constexpr std::string_view kMethods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
-      if (std::find(std::begin(kMethods), std::end(kMethods), *m) == std::end(kMethods)) {
-        p.Error(n["method"], path + ".method",
-                "expected one of GET, POST, PUT, PATCH, DELETE, got \"" + *m + "\"");
-      }
-      r.method = *m;
+  }
+  if (auto v = p.String(a, "audit_log", "admin", true)) admin.audit_log = *v;
+  c.admin = std::move(admin);
+}
+
+// cache: the in-process snapshot tier's bounds.
+void ParseCacheLimits(Parser& p, const YAML::Node& cache, GatewayConfig& c) {
+  p.CheckKeys(cache, "cache", {"max_entries", "max_bytes"});
+  if (auto v = p.Integer(cache, "max_entries", "cache", 1, 100000000)) {
+    c.cache_max_entries = static_cast<std::size_t>(*v);
+  }
+  // At most 64 GiB: a bound, not a wish.
+  if (auto v = p.Integer(cache, "max_bytes", "cache", 1024, std::int64_t{1} << 36)) {
+    c.cache_max_bytes = static_cast<std::size_t>(*v);
+  }
+}
+
+// breakers.quota: the waits when Meta names none, and at most.
+void ParseQuotaTemplate(Parser& p, const YAML::Node& q, GatewayConfig& c) {
+  const std::string qp = "breakers.quota";
+  p.CheckKeys(q, qp, {"default_wait", "max_wait"});
+  if (auto d = p.DurationValue(q, "default_wait", qp)) {
+    c.breakers.quota_default_wait =
+        std::max(std::chrono::seconds(1), std::chrono::ceil<std::chrono::seconds>(*d));
+  }
+  if (auto d = p.DurationValue(q, "max_wait", qp)) {
+    c.breakers.quota_max_wait =
+        std::max(std::chrono::seconds(1), std::chrono::ceil<std::chrono::seconds>(*d));
+  }
+}
+
+// breakers.transient: the window, the threshold and the wait in OPEN.
+void ParseTransientTemplate(Parser& p, const YAML::Node& t, GatewayConfig& c) {
+  const std::string tp = "breakers.transient";
+  p.CheckKeys(t, tp, {"window", "minimum_calls", "failure_rate", "open_for"});
+  if (auto d = p.DurationValue(t, "window", tp)) {
+    constexpr auto kMax = std::chrono::seconds(CircuitBreakerConfig::kMaxTimeBasedWindowSeconds);
+    if (*d < std::chrono::seconds(1) || *d > kMax ||
+        *d % std::chrono::seconds(1) != Duration::zero()) {
+      p.Error(t["window"], tp + ".window",
+              "must be a whole number of seconds in [1s, " + FormatDuration(kMax) + "]");
+    } else {
+      c.breakers.transient_window = *d;
     }
-    std::vector<std::string> params;
-    if (auto rp = p.String(n, "path", path, true)) {
-      std::string why;
-      if (!PathPattern::Parse(*rp, params, why)) p.Error(n["path"], path + ".path", why);
-      r.path = *rp;
+  }
+  if (auto v = p.Integer(t, "minimum_calls", tp, 1, 1000000)) {
+    c.breakers.transient_minimum_calls = static_cast<int>(*v);
+  }
+  if (auto v = p.Integer(t, "failure_rate", tp, 0, 99)) {
+    c.breakers.transient_failure_rate = static_cast<float>(*v);
+  }
+  if (auto d = p.DurationValue(t, "open_for", tp)) c.breakers.transient_open_for = *d;
+}
+
+// breakers: the registry's bounds and the two circuit templates.
+void ParseBreakers(Parser& p, const YAML::Node& b, GatewayConfig& c) {
+  p.CheckKeys(b, "breakers", {"transient", "quota", "max_breakers", "max_breakers_hard"});
+  if (auto v = p.Integer(b, "max_breakers", "breakers", 1, 10000000)) {
+    c.breakers.max_breakers = static_cast<std::size_t>(*v);
+  }
+  if (auto v = p.Integer(b, "max_breakers_hard", "breakers", 0, 40000000)) {
+    if (*v != 0 && static_cast<std::size_t>(*v) < c.breakers.max_breakers) {
+      p.Error(b["max_breakers_hard"], "breakers.max_breakers_hard",
+              "must be 0 (4 x max_breakers) or >= max_breakers");
+    } else {
+      c.breakers.max_breakers_hard = static_cast<std::size_t>(*v);
     }
-    if (auto up = p.String(n, "upstream", path, true)) {
-      auto it = std::find_if(config.upstreams.begin(), config.upstreams.end(),
-                             [&](const UpstreamConfig& u) { return u.name == *up; });
-      if (it == config.upstreams.end()) {
-        p.Error(n["upstream"], path + ".upstream", "no upstream named \"" + *up + "\"");
-      } else {
-        r.upstream = static_cast<std::size_t>(it - config.upstreams.begin());
-      }
-    }
-    if (auto t = p.String(n, "upstream_path", path, true)) {
-      if (t->empty() || (*t)[0] != '/') {
-        p.Error(n["upstream_path"], path + ".upstream_path", "must start with '/'");
-      }
-      CheckTemplate(p, n["upstream_path"], path + ".upstream_path", *t, params);
-      r.upstream_path = *t;
-    }
-    if (auto w = p.String(n, "workload", path, true)) {
-      if (auto workload = WorkloadByName(*w)) {
-        r.workload = *workload;
-      } else {
-        p.Error(n["workload"], path + ".workload",
-                "expected one of read, publish, reply, token-refresh, got \"" + *w + "\"");
-      }
-    }
-    for (auto [key, field] : {std::pair{"provider", &r.provider}, {"subject", &r.subject}}) {
-      if (auto t = p.String(n, key, path, true)) {
-        CheckTemplate(p, n[key], path + "." + key, *t, params);
-        if (t->empty()) p.Error(n[key], path + "." + key, "must not be empty");
-        *field = *t;
-      }
-    }
-    if (!r.provider.empty() && r.provider.find('{') == std::string::npos &&
-        r.provider.find(':') != std::string::npos) {
-      p.Error(n["provider"], path + ".provider", "must not contain ':'");
-    }
-    if (auto c = p.String(n, "classifier", path, false)) {
-      if (*c == "meta") {
-        r.classifier = Classifier::kMeta;
-      } else if (*c == "http") {
-        r.classifier = Classifier::kHttp;
-      } else {
-        p.Error(n["classifier"], path + ".classifier", "expected meta or http, got \"" + *c + "\"");
-      }
-    }
-    if (auto d = p.DurationValue(n, "timeout", path)) r.timeout = *d;
-    if (const YAML::Node cache = n["cache"]; cache.IsDefined() && !cache.IsNull()) {
-      const std::string cpath = path + ".cache";
-      if (p.IsMap(cache, cpath)) {
-        p.CheckKeys(cache, cpath, {"fresh_for", "max_stale"});
-        CacheConfig cc;
-        if (auto d = p.DurationValue(cache, "fresh_for", cpath, false)) cc.fresh_for = *d;
-        if (auto d = p.DurationValue(cache, "max_stale", cpath, false)) cc.max_stale = *d;
-        if (cc.fresh_for < Duration::zero() || cc.max_stale < cc.fresh_for) {
-          p.Error(cache, cpath + ".max_stale", "must be >= fresh_for");
-        }
-        if (r.method != "GET") {
-          p.Error(cache, cpath, "only GET routes may be cached (writes are never cached)");
-        }
-        r.cache = cc;
-      }
-    }
-    config.routes.push_back(std::move(r));
+  }
+  if (const YAML::Node t = b["transient"]; t.IsDefined() && p.IsMap(t, "breakers.transient")) {
+    ParseTransientTemplate(p, t, c);
+  }
+  if (const YAML::Node q = b["quota"]; q.IsDefined() && p.IsMap(q, "breakers.quota")) {
+    ParseQuotaTemplate(p, q, c);
   }
 }
 
@@ -332,98 +451,19 @@ void ParseTop(Parser& p, const YAML::Node& root, GatewayConfig& c) {
   if (auto v = p.Bool(root, "fail_open_ready", "")) c.fail_open_ready = *v;
 
   if (const YAML::Node l = root["limits"]; l.IsDefined() && p.IsMap(l, "limits")) {
-    p.CheckKeys(
-        l, "limits",
-        {"max_header_bytes", "max_body_bytes", "read_timeout", "idle_timeout", "shutdown_grace"});
-    if (auto v = p.Integer(l, "max_header_bytes", "limits", 256, 1 << 20)) {
-      c.limits.max_header_bytes = static_cast<std::size_t>(*v);
-    }
-    if (auto v = p.Integer(l, "max_body_bytes", "limits", 0, 1LL << 30)) {
-      c.limits.max_body_bytes = static_cast<std::size_t>(*v);
-    }
-    if (auto d = p.DurationValue(l, "read_timeout", "limits")) c.limits.read_timeout = *d;
-    if (auto d = p.DurationValue(l, "idle_timeout", "limits")) c.limits.idle_timeout = *d;
-    if (auto d = p.DurationValue(l, "shutdown_grace", "limits", false)) {
-      c.limits.shutdown_grace = *d;
-    }
+    ParseLimits(p, l, c);
   }
 
   if (const YAML::Node a = root["admin"]; a.IsDefined() && p.IsMap(a, "admin")) {
-    p.CheckKeys(a, "admin", {"token_env", "audit_log"});
-    AdminConfig admin;
-    if (auto v = p.String(a, "token_env", "admin", true)) {
-      admin.token_env = *v;
-      std::optional<std::string> token = p.getenv()(*v);
-      if (!token || token->empty()) {
-        // Names the variable, never a value.
-        p.Error(a["token_env"], "admin.token_env",
-                "environment variable " + *v + " is not set or empty (it holds the admin token)");
-      } else {
-        admin.token = std::move(*token);
-      }
-    }
-    if (auto v = p.String(a, "audit_log", "admin", true)) admin.audit_log = *v;
-    c.admin = std::move(admin);
+    ParseAdmin(p, a, c);
   }
 
   if (const YAML::Node cache = root["cache"]; cache.IsDefined() && p.IsMap(cache, "cache")) {
-    p.CheckKeys(cache, "cache", {"max_entries", "max_bytes"});
-    if (auto v = p.Integer(cache, "max_entries", "cache", 1, 100000000)) {
-      c.cache_max_entries = static_cast<std::size_t>(*v);
-    }
-    // At most 64 GiB: a bound, not a wish.
-    if (auto v = p.Integer(cache, "max_bytes", "cache", 1024, std::int64_t{1} << 36)) {
-      c.cache_max_bytes = static_cast<std::size_t>(*v);
-    }
+    ParseCacheLimits(p, cache, c);
   }
 
   if (const YAML::Node b = root["breakers"]; b.IsDefined() && p.IsMap(b, "breakers")) {
-    p.CheckKeys(b, "breakers", {"transient", "quota", "max_breakers", "max_breakers_hard"});
-    if (auto v = p.Integer(b, "max_breakers", "breakers", 1, 10000000)) {
-      c.breakers.max_breakers = static_cast<std::size_t>(*v);
-    }
-    if (auto v = p.Integer(b, "max_breakers_hard", "breakers", 0, 40000000)) {
-      if (*v != 0 && static_cast<std::size_t>(*v) < c.breakers.max_breakers) {
-        p.Error(b["max_breakers_hard"], "breakers.max_breakers_hard",
-                "must be 0 (4 x max_breakers) or >= max_breakers");
-      } else {
-        c.breakers.max_breakers_hard = static_cast<std::size_t>(*v);
-      }
-    }
-    if (const YAML::Node t = b["transient"]; t.IsDefined() && p.IsMap(t, "breakers.transient")) {
-      const std::string tp = "breakers.transient";
-      p.CheckKeys(t, tp, {"window", "minimum_calls", "failure_rate", "open_for"});
-      if (auto d = p.DurationValue(t, "window", tp)) {
-        constexpr auto kMax =
-            std::chrono::seconds(CircuitBreakerConfig::kMaxTimeBasedWindowSeconds);
-        if (*d < std::chrono::seconds(1) || *d > kMax ||
-            *d % std::chrono::seconds(1) != Duration::zero()) {
-          p.Error(t["window"], tp + ".window",
-                  "must be a whole number of seconds in [1s, " + FormatDuration(kMax) + "]");
-        } else {
-          c.breakers.transient_window = *d;
-        }
-      }
-      if (auto v = p.Integer(t, "minimum_calls", tp, 1, 1000000)) {
-        c.breakers.transient_minimum_calls = static_cast<int>(*v);
-      }
-      if (auto v = p.Integer(t, "failure_rate", tp, 0, 99)) {
-        c.breakers.transient_failure_rate = static_cast<float>(*v);
-      }
-      if (auto d = p.DurationValue(t, "open_for", tp)) c.breakers.transient_open_for = *d;
-    }
-    if (const YAML::Node q = b["quota"]; q.IsDefined() && p.IsMap(q, "breakers.quota")) {
-      const std::string qp = "breakers.quota";
-      p.CheckKeys(q, qp, {"default_wait", "max_wait"});
-      if (auto d = p.DurationValue(q, "default_wait", qp)) {
-        c.breakers.quota_default_wait =
-            std::max(std::chrono::seconds(1), std::chrono::ceil<std::chrono::seconds>(*d));
-      }
-      if (auto d = p.DurationValue(q, "max_wait", qp)) {
-        c.breakers.quota_max_wait =
-            std::max(std::chrono::seconds(1), std::chrono::ceil<std::chrono::seconds>(*d));
-      }
-    }
+    ParseBreakers(p, b, c);
   }
 
   const YAML::Node ups = root["upstreams"];

@@ -18,6 +18,10 @@
 // SingleFlight wait are blocking by design, and keeping them off the I/O
 // threads is what keeps /healthz, /metrics and the dashboard responsive
 // while Redis or the upstream is slow.
+//
+// Over 1,000 lines on purpose: the connection (Session) and the server
+// (Gateway::Impl) share SessionTable and ServerContext, private to this file;
+// apart, those would become a header that only these two use.
 #include "apps/gateway/gateway.h"
 
 #include <pthread.h>
@@ -356,6 +360,30 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnRead(beast::error_code ec) {
+    if (timed_out_ || ec) return OnReadError(ec);
+    http::request<http::string_body>& req = parser_->get();
+    const bool keep_alive = req.keep_alive();
+    HttpRequest request = TakeRequest(req);
+    parser_.reset();
+    const std::string_view path =
+        std::string_view(request.target).substr(0, request.target.find('?'));
+
+    if (path == "/dashboard" && request.method == "GET") {
+      HttpResponse r;
+      r.content_type = "text/html; charset=utf-8";
+      r.body = std::string(DashboardHtml());
+      return WriteResponse(std::move(r), keep_alive);
+    }
+    if (path == "/dashboard/events" && request.method == "GET") {
+      DisarmTimer();
+      return StartSse();
+    }
+    Dispatch(std::move(request), keep_alive);
+  }
+
+  // A request that could not be read: answered when the client can be told
+  // why (too slow, too large, malformed), else the connection is closed.
+  void OnReadError(beast::error_code ec) {
     // The timer is left armed (see OnTimeout): WriteResponse re-arms it.
     if (timed_out_) {
       return WriteResponse(ErrorResponse(408, "REQUEST_TIMEOUT", "the request took too long"),
@@ -374,10 +402,10 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec && ec.category() == http::make_error_code(http::error::bad_target).category()) {
       return WriteResponse(ErrorResponse(400, "BAD_REQUEST", "malformed HTTP request"), false);
     }
-    if (ec) return Close();
+    return Close();
+  }
 
-    http::request<http::string_body>& req = parser_->get();
-    const bool keep_alive = req.keep_alive();
+  static HttpRequest TakeRequest(http::request<http::string_body>& req) {
     HttpRequest request;
     request.method = std::string(req.method_string());
     request.target = std::string(req.target());
@@ -386,20 +414,10 @@ class Session : public std::enable_shared_from_this<Session> {
       request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     }
     request.body = std::move(req.body());
-    parser_.reset();
-    const std::string_view path =
-        std::string_view(request.target).substr(0, request.target.find('?'));
+    return request;
+  }
 
-    if (path == "/dashboard" && request.method == "GET") {
-      HttpResponse r;
-      r.content_type = "text/html; charset=utf-8";
-      r.body = std::string(DashboardHtml());
-      return WriteResponse(std::move(r), keep_alive);
-    }
-    if (path == "/dashboard/events" && request.method == "GET") {
-      DisarmTimer();
-      return StartSse();
-    }
+  void Dispatch(HttpRequest request, bool keep_alive) {
     phase_ = Phase::kBusy;
     // A fresh hit or a fail-fast is answered here, without a thread hop; an
     // uncached call without Redis runs its upstream exchange on this event
@@ -432,6 +450,12 @@ class Session : public std::enable_shared_from_this<Session> {
       case Handler::Dispatched::kToWorker:
         break;
     }
+    ToWorker(std::move(request), keep_alive);
+  }
+
+  // Handler::Handle on a worker thread; the answer is written on this
+  // connection's strand.
+  void ToWorker(HttpRequest request, bool keep_alive) {
     asio::post(*ctx_.workers,
                [self = shared_from_this(),
                 request = std::make_shared<const HttpRequest>(std::move(request)), keep_alive] {
@@ -570,6 +594,13 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<bool> sse_{false};
   std::deque<std::shared_ptr<const std::string>> sse_queue_;
   std::uint64_t id_ = 0;
+};
+
+// What the breakers share with the fleet, and how /readyz asks whether that
+// link is up: both empty without Redis.
+struct FleetLink {
+  std::shared_ptr<SharedState> shared_state;
+  std::function<bool()> healthy;
 };
 
 }  // namespace
@@ -747,6 +778,17 @@ struct Gateway::Impl {
     });
   }
 
+  // Gateway::Create's steps, in order (each defined below, with what it does).
+  Result<FleetLink> OpenStores();
+#ifdef FUSEBOX_GATEWAY_WITH_REDIS
+  Result<FleetLink> OpenRedis();
+#endif
+  Status MakeRegistry(const FleetLink& fleet);
+  Status Listen();
+  void MakeHandler(const FleetLink& fleet,
+                   std::function<void(std::string_view, bool)> before_handling);
+  void Start();
+
   void Shutdown();
 
 #ifdef FUSEBOX_GATEWAY_WITH_REDIS
@@ -870,118 +912,118 @@ void Gateway::AwaitSingleFlightWaitersForTesting(std::string_view key, std::size
   impl_->handler->AwaitSingleFlightWaitersForTesting(key, n);
 }
 
-Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
-  auto impl = std::make_unique<Impl>();
-  impl->config = std::move(options.config);
-  impl->clock = options.clock != nullptr ? options.clock : &SystemClock();
-  impl->log = options.log != nullptr ? options.log : &std::cerr;
-  const GatewayConfig& config = impl->config;
-
-  // Fleet state and snapshots: Redis when configured, else this process.
-  // Snapshots always have an in-process tier, so that a fresh hit never
-  // waits for Redis and an outage still serves what this instance holds.
-  std::shared_ptr<SharedState> shared_state;
-  std::function<bool()> healthy;
+// Fleet state and snapshots: Redis when configured, else this process.
+// Snapshots always have an in-process tier, so that a fresh hit never
+// waits for Redis and an outage still serves what this instance holds.
+Result<FleetLink> Gateway::Impl::OpenStores() {
   // With Redis, a snapshot's age is real time (Redis measures it by its
   // TTL), so the local tier measures on real time too: a copy moved between
   // the tiers keeps a comparable age.
   Result<std::unique_ptr<MemorySnapshotStore>> local =
-      MemorySnapshotStore::Create({.clock = config.redis_url.empty() ? impl->clock : &SystemClock(),
+      MemorySnapshotStore::Create({.clock = config.redis_url.empty() ? clock : &SystemClock(),
                                    .max_entries = config.cache_max_entries,
                                    .max_bytes = config.cache_max_bytes});
   if (!local) return local.error();
-  impl->local_store = std::move(*local);
-  impl->store = impl->local_store.get();
-  if (!config.redis_url.empty()) {
+  local_store = std::move(*local);
+  store = local_store.get();
+  if (config.redis_url.empty()) return FleetLink{};
 #ifdef FUSEBOX_GATEWAY_WITH_REDIS
-    Result<redis::ConnectionOptions> conn = redis::ParseRedisUrl(config.redis_url);
-    if (!conn) return Status::InvalidArgument("redis: " + std::string(conn.error().message()));
-    Result<std::shared_ptr<redis::RedisSharedState>> state =
-        redis::RedisSharedState::Create({.connection = *conn});
-    if (!state) return state.error();
-    impl->redis_state = *state;
-    shared_state = *state;
-    Duration max_stale = std::chrono::hours(24);
-    for (const RouteConfig& r : config.routes) {
-      if (r.cache) max_stale = std::max(max_stale, r.cache->max_stale);
-    }
-    // One connection per worker (only workers call it), and waiters queue
-    // rather than being refused: a busy pool is not a miss.
-    Result<std::unique_ptr<redis::RedisSnapshotStore>> store = redis::RedisSnapshotStore::Create(
-        {.connection = *conn,
-         .max_age = std::chrono::ceil<std::chrono::milliseconds>(max_stale),
-         .connections = config.workers,
-         .max_waiters = config.workers * 4});
-    if (!store) return store.error();
-    impl->redis_store = std::move(*store);
-    // A local copy younger than the shortest freshness of any route is
-    // fresh for all of them: no round trip.
-    Duration local_fresh_for = Duration::max();
-    for (const RouteConfig& r : config.routes) {
-      if (r.cache) local_fresh_for = std::min(local_fresh_for, r.cache->fresh_for);
-    }
-    if (local_fresh_for == Duration::max()) local_fresh_for = Duration::zero();
-    Result<std::unique_ptr<TieredSnapshotStore>> tiered =
-        TieredSnapshotStore::Create({.local = impl->local_store.get(),
-                                     .remote = impl->redis_store.get(),
-                                     .local_fresh_for = local_fresh_for});
-    if (!tiered) return tiered.error();
-    impl->tiered_store = std::move(*tiered);
-    impl->store = impl->tiered_store.get();
-    impl->store_metrics = [raw = impl.get()] { return raw->StoreMetrics(); };
-    healthy = [state = impl->redis_state] { return state->healthy(); };
-    *impl->log << "fusebox gateway: sharing circuits and snapshots through " << conn->Describe()
-               << std::endl;
+  return OpenRedis();
 #else
-    return Status::InvalidArgument(
-        "redis is configured but this build has no fusebox::redis (libhiredis-dev)");
+  return Status::InvalidArgument(
+      "redis is configured but this build has no fusebox::redis (libhiredis-dev)");
 #endif
-  }
+}
 
-  // Observers: metrics, the audit log (admin), the dashboard's feed.
-  impl->metrics = std::make_shared<MetricsCollector>();
-  std::vector<std::shared_ptr<BreakerObserver>> observers = {impl->metrics};
+#ifdef FUSEBOX_GATEWAY_WITH_REDIS
+// The fleet's shared state, and the Redis snapshot tier behind the local one.
+Result<FleetLink> Gateway::Impl::OpenRedis() {
+  Result<redis::ConnectionOptions> conn = redis::ParseRedisUrl(config.redis_url);
+  if (!conn) return Status::InvalidArgument("redis: " + std::string(conn.error().message()));
+  Result<std::shared_ptr<redis::RedisSharedState>> state =
+      redis::RedisSharedState::Create({.connection = *conn});
+  if (!state) return state.error();
+  redis_state = *state;
+  Duration max_stale = std::chrono::hours(24);
+  // A local copy younger than the shortest freshness of any route is
+  // fresh for all of them: no round trip.
+  Duration local_fresh_for = Duration::max();
+  for (const RouteConfig& r : config.routes) {
+    if (!r.cache) continue;
+    max_stale = std::max(max_stale, r.cache->max_stale);
+    local_fresh_for = std::min(local_fresh_for, r.cache->fresh_for);
+  }
+  if (local_fresh_for == Duration::max()) local_fresh_for = Duration::zero();
+  // One connection per worker (only workers call it), and waiters queue
+  // rather than being refused: a busy pool is not a miss.
+  Result<std::unique_ptr<redis::RedisSnapshotStore>> remote = redis::RedisSnapshotStore::Create(
+      {.connection = *conn,
+       .max_age = std::chrono::ceil<std::chrono::milliseconds>(max_stale),
+       .connections = config.workers,
+       .max_waiters = config.workers * 4});
+  if (!remote) return remote.error();
+  redis_store = std::move(*remote);
+  Result<std::unique_ptr<TieredSnapshotStore>> tiered =
+      TieredSnapshotStore::Create({.local = local_store.get(),
+                                   .remote = redis_store.get(),
+                                   .local_fresh_for = local_fresh_for});
+  if (!tiered) return tiered.error();
+  tiered_store = std::move(*tiered);
+  store = tiered_store.get();
+  store_metrics = [this] { return StoreMetrics(); };
+  *log << "fusebox gateway: sharing circuits and snapshots through " << conn->Describe()
+       << std::endl;
+  return FleetLink{.shared_state = redis_state,
+                   .healthy = [state = redis_state] { return state->healthy(); }};
+}
+#endif
+
+// Observers (metrics, the audit log when the admin API is on, the
+// dashboard's feed), then the registry and the two circuit templates, which
+// share the fleet's state.
+Status Gateway::Impl::MakeRegistry(const FleetLink& fleet) {
+  metrics = std::make_shared<MetricsCollector>();
+  std::vector<std::shared_ptr<BreakerObserver>> observers = {metrics};
   if (config.admin) {
     Result<std::unique_ptr<FileLineSink>> sink = FileLineSink::Create(config.admin->audit_log);
     if (!sink) return sink.error();
-    Result<std::unique_ptr<AuditLog>> audit =
+    Result<std::unique_ptr<AuditLog>> made =
         AuditLog::Create({.sink = std::shared_ptr<LineSink>(std::move(*sink)),
                           .wall_clock = [] { return WallClockNow(); }});
-    if (!audit) return audit.error();
-    impl->audit = std::move(*audit);
-    observers.push_back(impl->audit);
+    if (!made) return made.error();
+    audit = std::move(*made);
+    observers.push_back(audit);
   }
-  Impl* raw = impl.get();
-  impl->feed = std::make_shared<DashboardFeed>(*impl->clock, [raw](const std::string& json) {
+  feed = std::make_shared<DashboardFeed>(*clock, [this](const std::string& json) {
     auto event = std::make_shared<std::string>("event: transition\ndata: " + json + "\n\n");
-    asio::post(raw->ioc, [raw, event] { raw->Broadcast(*event); });
+    asio::post(ioc, [this, event] { Broadcast(*event); });
   });
-  observers.push_back(impl->feed);
+  observers.push_back(feed);
 
-  RegistryOptions registry_options{.clock = impl->clock,
+  RegistryOptions registry_options{.clock = clock,
                                    .max_breakers = config.breakers.max_breakers,
                                    .max_breakers_hard = config.breakers.max_breakers_hard};
   ObserveRegistry(registry_options, std::move(observers));
-  Result<std::unique_ptr<Registry>> registry = Registry::Create(std::move(registry_options));
-  if (!registry) return registry.error();
-  impl->registry = std::move(*registry);
+  Result<std::unique_ptr<Registry>> made = Registry::Create(std::move(registry_options));
+  if (!made) return made.error();
+  registry = std::move(*made);
   CircuitBreakerConfig transient = TransientTemplate(config.breakers);
   CircuitBreakerConfig quota = QuotaTemplate(config.breakers);
-  transient.shared_state = shared_state;
-  quota.shared_state = shared_state;
-  if (Status s = impl->registry->AddConfig(std::string(meta::kTransientConfigName), transient);
-      !s.ok()) {
+  transient.shared_state = fleet.shared_state;
+  quota.shared_state = fleet.shared_state;
+  if (Status s = registry->AddConfig(std::string(meta::kTransientConfigName), transient); !s.ok()) {
     return s;
   }
-  if (Status s = impl->registry->AddConfig(std::string(meta::kQuotaConfigName), quota); !s.ok()) {
-    return s;
-  }
+  return registry->AddConfig(std::string(meta::kQuotaConfigName), quota);
+}
 
-  // Listen.
+// Binds the listener (a host name is resolved, its first address taken) and
+// records the port and "host:port" actually bound.
+Status Gateway::Impl::Listen() {
   beast::error_code ec;
   asio::ip::address bind_address = asio::ip::make_address(config.listen_host, ec);
   if (ec) {
-    tcp::resolver resolver(impl->ioc);
+    tcp::resolver resolver(ioc);
     auto results = resolver.resolve(config.listen_host, std::to_string(config.listen_port), ec);
     if (ec || results.empty()) {
       return Status::InvalidArgument("listen: cannot resolve \"" + config.listen_host + "\"");
@@ -989,68 +1031,89 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
     bind_address = results.begin()->endpoint().address();
   }
   const tcp::endpoint endpoint(bind_address, static_cast<unsigned short>(config.listen_port));
-  impl->acceptor.open(endpoint.protocol(), ec);
-  if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) impl->acceptor.bind(endpoint, ec);
-  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     return Status::Unavailable("listen on " + config.listen_host + ":" +
                                std::to_string(config.listen_port) + ": " + ec.message());
   }
-  impl->port = impl->acceptor.local_endpoint().port();
+  port = acceptor.local_endpoint().port();
   const bool v6 = bind_address.is_v6();
-  impl->address = (v6 ? "[" : "") + bind_address.to_string() + (v6 ? "]" : "") + ":" +
-                  std::to_string(impl->port);
-  const std::string instance = config.instance.empty() ? impl->address : config.instance;
+  address =
+      (v6 ? "[" : "") + bind_address.to_string() + (v6 ? "]" : "") + ":" + std::to_string(port);
+  return Status();
+}
 
-  std::vector<asio::io_context*> loops = {&impl->ioc};
+// The I/O loops beyond loop 0, the handler, the worker pool and what every
+// session shares (ServerContext).
+void Gateway::Impl::MakeHandler(const FleetLink& fleet,
+                                std::function<void(std::string_view, bool)> before_handling) {
+  const std::string instance = config.instance.empty() ? address : config.instance;
+  std::vector<asio::io_context*> loops = {&ioc};
   for (int i = 1; i < config.io_threads; ++i) {
-    impl->more_loops.push_back(std::make_unique<asio::io_context>(1));
-    impl->loop_guards.push_back(asio::make_work_guard(*impl->more_loops.back()));
-    loops.push_back(impl->more_loops.back().get());
+    more_loops.push_back(std::make_unique<asio::io_context>(1));
+    loop_guards.push_back(asio::make_work_guard(*more_loops.back()));
+    loops.push_back(more_loops.back().get());
   }
-  impl->handler = std::make_unique<Handler>(
-      Handler::Deps{.config = &impl->config,
-                    .registry = impl->registry.get(),
-                    .store = impl->store,
-                    .metrics = impl->metrics.get(),
-                    .shared_state_healthy = healthy,
+  handler = std::make_unique<Handler>(
+      Handler::Deps{.config = &config,
+                    .registry = registry.get(),
+                    .store = store,
+                    .metrics = metrics.get(),
+                    .shared_state_healthy = fleet.healthy,
                     .instance = instance,
                     .store_may_block = !config.redis_url.empty(),
-                    .store_metrics = impl->store_metrics,
+                    .store_metrics = store_metrics,
                     .circuits_may_block = !config.redis_url.empty(),
                     .loops = loops,
-                    .on_internal_error = [raw](std::string_view what) { raw->InternalError(what); },
-                    .more_metrics = [raw](std::string& out) { raw->AppendMetrics(out); }});
-  impl->workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(config.workers));
-  impl->ctx =
-      ServerContext{.config = &impl->config,
-                    .handler = impl->handler.get(),
-                    .feed = impl->feed.get(),
-                    .workers = impl->workers.get(),
-                    .table = impl->table,
-                    .instance = instance,
-                    .internal_error = [raw](std::string_view what) { raw->InternalError(what); },
-                    .before_handling = std::move(options.before_handling_for_testing)};
-  impl->table->on_empty_while_draining = [raw] {
-    asio::post(raw->control, [raw] { raw->grace.cancel(); });
-  };
-  impl->Accept();
-  impl->Tick();
+                    .on_internal_error = [this](std::string_view what) { InternalError(what); },
+                    .more_metrics = [this](std::string& out) { AppendMetrics(out); }});
+  workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(config.workers));
+  ctx = ServerContext{.config = &config,
+                      .handler = handler.get(),
+                      .feed = feed.get(),
+                      .workers = workers.get(),
+                      .table = table,
+                      .instance = instance,
+                      .internal_error = [this](std::string_view what) { InternalError(what); },
+                      .before_handling = std::move(before_handling)};
+  table->on_empty_while_draining = [this] { asio::post(control, [this] { grace.cancel(); }); };
+}
+
+// Accepting, the dashboard's ticker and the I/O threads: from here on the
+// gateway serves.
+void Gateway::Impl::Start() {
+  Accept();
+  Tick();
   for (int i = 0; i < config.io_threads; ++i) {
-    impl->io_threads.emplace_back([raw, i] {
+    io_threads.emplace_back([this, i] {
       // A completion handler that throws ends run(); the loop goes on with
       // the others (its connection is dropped with the handler).
       for (;;) {
         try {
-          raw->Loop(static_cast<std::size_t>(i)).run();
+          Loop(static_cast<std::size_t>(i)).run();
           return;
         } catch (...) {
-          raw->InternalError(CurrentExceptionWhat());
+          InternalError(CurrentExceptionWhat());
         }
       }
     });
   }
+}
+
+Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = std::move(options.config);
+  impl->clock = options.clock != nullptr ? options.clock : &SystemClock();
+  impl->log = options.log != nullptr ? options.log : &std::cerr;
+  Result<FleetLink> fleet = impl->OpenStores();
+  if (!fleet) return fleet.error();
+  if (Status s = impl->MakeRegistry(*fleet); !s.ok()) return s;
+  if (Status s = impl->Listen(); !s.ok()) return s;
+  impl->MakeHandler(*fleet, std::move(options.before_handling_for_testing));
+  impl->Start();
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
 }
 

@@ -532,6 +532,16 @@ TEST_F(GatewayTest, AdminForceOpenStopsCallsAndIsAudited) {
     EXPECT_EQ(c["override"]["actor"], "alice");
     EXPECT_EQ(c["override"]["expires_in_ms"], 600000);
   }
+  // The answer is, byte for byte, the changed breakers' rows of
+  // /admin/circuits, in its order (by name: quota before transient).
+  const Json all = Body(Get("/admin/circuits", auth));
+  Json listed = Json::array();
+  for (const Json& c : all["circuits"]) {
+    if (c["key"] == "provider:instagram:read:178") listed.push_back(c);
+  }
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0]["circuit"], "quota");
+  EXPECT_EQ(forced.body, Json({{"circuits", listed}}).dump());
   HttpReply refused = Get("/v1/instagram/accounts/178/media");
   EXPECT_EQ(refused.status, 502);
   EXPECT_EQ(Body(refused)["error"]["circuit_open"], true);
@@ -554,6 +564,22 @@ TEST_F(GatewayTest, AdminForceOpenStopsCallsAndIsAudited) {
   EXPECT_EQ(lines[2]["breaker"], "provider:instagram:read:178:transient");
   EXPECT_EQ(Post("/admin/circuits/nope/force-open", R"({"reason":"r","actor":"a"})", auth).status,
             404);
+}
+
+// The answer is read from the changed breakers themselves, not picked by
+// name out of every circuit written as JSON and parsed back: a name that is
+// not UTF-8 (written with U+FFFD in JSON) is still reported.
+TEST_F(GatewayTest, AdminAnswerReportsABreakerWhoseNameIsNotUtf8) {
+  const std::vector<std::pair<std::string, std::string>> auth = {
+      {"Authorization", std::string("Bearer ") + kToken}};
+  HttpReply forced = Post("/admin/circuits/provider:instagram:read:%FF/force-open",
+                          R"({"reason":"drill","actor":"carol"})", auth);
+  ASSERT_EQ(forced.status, 200) << forced.body;
+  Json circuits = Body(forced)["circuits"];
+  ASSERT_EQ(circuits.size(), 2u) << forced.body;
+  EXPECT_EQ(circuits[0]["name"], "provider:instagram:read:\xEF\xBF\xBD:quota");
+  EXPECT_EQ(circuits[0]["state"], "forced_open");
+  EXPECT_EQ(circuits[1]["name"], "provider:instagram:read:\xEF\xBF\xBD:transient");
 }
 
 TEST_F(GatewayTest, DashboardIsSelfContained) {

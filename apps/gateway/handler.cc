@@ -6,6 +6,7 @@
 #include <utility>
 #include <variant>
 
+#include "apps/gateway/admin.h"
 #include "fusebox/clock.h"
 #include "fusebox/config_names.h"
 #include "fusebox/meta/classify.h"
@@ -751,6 +752,46 @@ HttpResponse Handler::HandleRoute(CompiledRoute& route, const Params& params,
   return Failed(route, *key, f, snap ? &*snap : nullptr, clock.Now() - t0);
 }
 
+namespace {
+
+// One breaker's row of /admin/circuits, of an admin action's answer and of
+// the dashboard's snapshots; `name` is its name in the registry.
+Json CircuitRow(const std::string& name, CircuitBreaker& b, TimePoint now) {
+  const CircuitBreakerMetrics m = b.metrics();
+  std::string key = name;
+  std::string circuit;
+  const std::size_t colon = name.rfind(':');
+  if (colon != std::string::npos) {
+    std::string_view last = std::string_view(name).substr(colon + 1);
+    if (last == "quota" || last == "transient") {
+      key = name.substr(0, colon);
+      circuit = std::string(last);
+    }
+  }
+  Json j = {{"name", name},
+            {"key", key},
+            {"circuit", circuit},
+            {"state", std::string(StateLabel(m.state))},
+            {"failure_rate", m.failure_rate},
+            {"buffered_calls", m.buffered_calls},
+            {"failed_calls", m.failed_calls},
+            {"not_permitted_calls", m.not_permitted_calls}};
+  const long long retry = MillisUntil(m.retry_at, now);
+  j["retry_in_ms"] = retry < 0 ? Json(nullptr) : Json(retry);
+  if (std::optional<OverrideInfo> o = b.active_override()) {
+    const long long exp = MillisUntil(o->expires_at, now);
+    j["override"] = {{"state", std::string(StateLabel(o->state))},
+                     {"reason", o->reason},
+                     {"actor", o->actor},
+                     {"expires_in_ms", exp < 0 ? Json(nullptr) : Json(exp)}};
+  } else {
+    j["override"] = nullptr;
+  }
+  return j;
+}
+
+}  // namespace
+
 std::string Handler::CircuitsJson() const {
   struct Row {
     std::string name;
@@ -759,37 +800,7 @@ std::string Handler::CircuitsJson() const {
   std::vector<Row> rows;
   const TimePoint now = deps_.registry->clock().Now();
   deps_.registry->ForEach([&](const std::string& name, CircuitBreaker& b) {
-    const CircuitBreakerMetrics m = b.metrics();
-    std::string key = name;
-    std::string circuit;
-    const std::size_t colon = name.rfind(':');
-    if (colon != std::string::npos) {
-      std::string_view last = std::string_view(name).substr(colon + 1);
-      if (last == "quota" || last == "transient") {
-        key = name.substr(0, colon);
-        circuit = std::string(last);
-      }
-    }
-    Json j = {{"name", name},
-              {"key", key},
-              {"circuit", circuit},
-              {"state", std::string(StateLabel(m.state))},
-              {"failure_rate", m.failure_rate},
-              {"buffered_calls", m.buffered_calls},
-              {"failed_calls", m.failed_calls},
-              {"not_permitted_calls", m.not_permitted_calls}};
-    const long long retry = MillisUntil(m.retry_at, now);
-    j["retry_in_ms"] = retry < 0 ? Json(nullptr) : Json(retry);
-    if (std::optional<OverrideInfo> o = b.active_override()) {
-      const long long exp = MillisUntil(o->expires_at, now);
-      j["override"] = {{"state", std::string(StateLabel(o->state))},
-                       {"reason", o->reason},
-                       {"actor", o->actor},
-                       {"expires_in_ms", exp < 0 ? Json(nullptr) : Json(exp)}};
-    } else {
-      j["override"] = nullptr;
-    }
-    rows.push_back({name, std::move(j)});
+    rows.push_back({name, CircuitRow(name, b, now)});
   });
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.name < b.name; });
   Json out = Json::array();
@@ -799,13 +810,8 @@ std::string Handler::CircuitsJson() const {
 
 HttpResponse Handler::HandleAdmin(const HttpRequest& request, std::string_view path) {
   if (!deps_.config->admin) return ErrorResponse(404, "NOT_FOUND", "the admin API is not enabled");
-  const std::optional<std::string_view> auth = request.Header("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (!auth || auth->substr(0, kBearer.size()) != kBearer ||
-      !TokenEquals(auth->substr(kBearer.size()), deps_.config->admin->token)) {
-    HttpResponse r = ErrorResponse(401, "UNAUTHORIZED", "a valid bearer token is required");
-    r.headers.emplace_back("WWW-Authenticate", "Bearer");
-    return r;
+  if (std::optional<HttpResponse> r = AdminUnauthorized(request, deps_.config->admin->token)) {
+    return *std::move(r);
   }
   if (path == "/admin/circuits") {
     if (request.method != "GET") {
@@ -814,95 +820,24 @@ HttpResponse Handler::HandleAdmin(const HttpRequest& request, std::string_view p
     return JsonResponse(200, "{\"instance\":" + JsonString(deps_.instance) +
                                  ",\"circuits\":" + CircuitsJson() + "}");
   }
-  constexpr std::string_view kPrefix = "/admin/circuits/";
-  const std::size_t slash = path.rfind('/');
-  if (path.substr(0, kPrefix.size()) != kPrefix || slash < kPrefix.size()) {
-    return ErrorResponse(404, "NOT_FOUND", "unknown admin path");
+  std::variant<AdminAction, HttpResponse> action = ParseAdminAction(request, path);
+  if (HttpResponse* r = std::get_if<HttpResponse>(&action)) return std::move(*r);
+  using Breakers = std::vector<std::shared_ptr<CircuitBreaker>>;
+  std::variant<Breakers, HttpResponse> targets =
+      ResolveAdminTargets(*deps_.registry, std::get<AdminAction>(action).name);
+  if (HttpResponse* r = std::get_if<HttpResponse>(&targets)) return std::move(*r);
+  Breakers& changed = std::get<Breakers>(targets);
+  ApplyAdminAction(std::get<AdminAction>(action), changed);
+  // The changed breakers' rows of /admin/circuits, in its order (by name),
+  // read from them alone.
+  std::sort(changed.begin(), changed.end(),
+            [](const auto& a, const auto& b) { return a->name() < b->name(); });
+  const TimePoint now = deps_.registry->clock().Now();
+  Json rows = Json::array();
+  for (const std::shared_ptr<CircuitBreaker>& b : changed) {
+    rows.push_back(CircuitRow(b->name(), *b, now));
   }
-  if (request.method != "POST") {
-    return ErrorResponse(405, "METHOD_NOT_ALLOWED", "admin actions are POST");
-  }
-  std::optional<std::string> name =
-      PercentDecode(path.substr(kPrefix.size(), slash - kPrefix.size()));
-  const std::string_view action = path.substr(slash + 1);
-  if (action != "force-open" && action != "force-closed" && action != "disable" &&
-      action != "reset") {
-    return ErrorResponse(404, "NOT_FOUND",
-                         "unknown action; expected force-open, force-closed, disable or reset");
-  }
-  if (!name || name->empty()) return ErrorResponse(400, "BAD_REQUEST", "bad circuit name");
-
-  Json body = request.body.empty() ? Json::object() : Json::parse(request.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
-    return ErrorResponse(400, "BAD_REQUEST", "the body must be a JSON object");
-  }
-  auto text = [&](const char* field) -> std::optional<std::string> {
-    auto it = body.find(field);
-    if (it == body.end() || !it->is_string()) return std::nullopt;
-    return it->get<std::string>();
-  };
-  OverrideOptions options;
-  options.reason = text("reason").value_or("");
-  options.actor = text("actor").value_or("");
-  if (action != "reset" && (options.reason.empty() || options.actor.empty())) {
-    return ErrorResponse(400, "BAD_REQUEST", "\"reason\" and \"actor\" are required strings");
-  }
-  if (auto it = body.find("expires_in"); it != body.end()) {
-    if (it->is_number_unsigned()) {
-      options.expires_after = milliseconds(it->get<std::uint64_t>());
-    } else if (it->is_string()) {
-      Result<Duration> d = ParseDuration(it->get<std::string>());
-      if (!d)
-        return ErrorResponse(400, "BAD_REQUEST", "expires_in: " + std::string(d.error().message()));
-      options.expires_after = *d;
-    } else {
-      return ErrorResponse(400, "BAD_REQUEST", "expires_in: expected a duration such as \"10m\"");
-    }
-  }
-
-  std::vector<std::shared_ptr<CircuitBreaker>> targets;
-  if (std::shared_ptr<CircuitBreaker> b = deps_.registry->Find(*name)) {
-    targets.push_back(std::move(b));
-  } else if (name->substr(0, 9) == "provider:" &&
-             std::count(name->begin(), name->end(), ':') >= 3) {
-    // A circuit key, or one breaker of a key that has not been used yet:
-    // create the pair so that an account can be forced before its first call.
-    std::string_view key = *name;
-    std::string_view only;
-    for (std::string_view suffix : {":transient", ":quota"}) {
-      if (key.size() > suffix.size() && key.substr(key.size() - suffix.size()) == suffix) {
-        only = suffix.substr(1);
-        key.remove_suffix(suffix.size());
-      }
-    }
-    if (std::count(key.begin(), key.end(), ':') < 3) {
-      return ErrorResponse(404, "NOT_FOUND", "not a circuit key provider:<p>:<workload>:<subject>");
-    }
-    meta::ProviderCircuits c = meta::GetProviderCircuits(*deps_.registry, key);
-    if (only != "quota") targets.push_back(std::move(c.transient));
-    if (only != "transient") targets.push_back(std::move(c.quota));
-  } else {
-    return ErrorResponse(404, "NOT_FOUND", "no such breaker, and not a circuit key (provider:...)");
-  }
-  for (const std::shared_ptr<CircuitBreaker>& b : targets) {
-    if (action == "force-open") {
-      b->ForceOpen(options);
-    } else if (action == "force-closed") {
-      b->ForceClosed(options);
-    } else if (action == "disable") {
-      b->Disable(options);
-    } else {
-      b->Reset(options.reason, options.actor);
-    }
-  }
-  Json all = Json::parse(CircuitsJson());
-  Json changed = Json::array();
-  for (const Json& c : all) {
-    for (const auto& b : targets) {
-      if (c["name"] == b->name()) changed.push_back(c);
-    }
-  }
-  return JsonResponse(200, Dump(Json{{"circuits", changed}}));
+  return JsonResponse(200, Dump(Json{{"circuits", rows}}));
 }
 
 HttpResponse Handler::Metrics() const {

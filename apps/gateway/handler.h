@@ -250,6 +250,8 @@ class Handler {
                                      const HttpRequest& request, std::string_view query) const;
   // The answer to an uncached read (`get`) or a write, once called.
   HttpResponse Forwarded(CompiledRoute& route, std::string_view key, const Fetched& f, bool get);
+  // GET /admin/circuits, or an action in admin.h's four steps (authorize,
+  // parse, resolve, apply) answered with the changed breakers' rows.
   HttpResponse HandleAdmin(const HttpRequest& request, std::string_view path);
   HttpResponse Metrics() const;
   HttpResponse Ready() const;

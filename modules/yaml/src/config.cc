@@ -1,3 +1,10 @@
+// Loading a configuration file (fusebox/yaml/config.h): one SectionLoader per
+// policy section (its configs and instances, inheritance, the environment),
+// the Loader of the whole document, and FormatConfig.
+//
+// Over 1,000 lines on purpose: SectionLoader and Loader share this file's
+// private Value and Layer types and its diagnostics helpers; apart, those
+// would become a header that only these two use.
 #include "fusebox/yaml/config.h"
 
 #include <algorithm>
@@ -177,6 +184,28 @@ class SectionLoader final : public SectionReader {
     }
   }
 
+  // Why `variable` set nothing: no known property ends its name, or no
+  // declared entry of `where` has the name before the property.
+  void EnvNamesNothing(const std::string& variable, const std::string& where, bool configs,
+                       const std::string& last_token, bool any_property) {
+    const std::string kind = configs ? "configs" : "instances";
+    if (!any_property) {
+      diags_.EnvError(variable, where,
+                      "no property of " + std::string(policy_.section) + " ends the name" +
+                          DidYouMean(last_token, PropertyNames()));
+    } else {
+      std::string declared;
+      for (const Layer& layer : layers_) {
+        if (layer.is_config == configs) declared += (declared.empty() ? "" : ", ") + layer.name;
+      }
+      diags_.EnvError(variable, where,
+                      "no " + kind +
+                          " entry has this name (upper case, '-' and '.' as '_'); "
+                          "declared: " +
+                          (declared.empty() ? "none" : declared));
+    }
+  }
+
   void ApplyEnv(const std::string& variable, bool configs, const std::vector<std::string>& tokens,
                 const std::string& value) override {
     const std::string kind = configs ? "configs" : "instances";
@@ -221,21 +250,7 @@ class SectionLoader final : public SectionReader {
       }
     }
     if (matches.empty()) {
-      if (!any_property) {
-        diags_.EnvError(variable, where,
-                        "no property of " + std::string(policy_.section) + " ends the name" +
-                            DidYouMean(tokens.back(), PropertyNames()));
-      } else {
-        std::string declared;
-        for (const Layer& layer : layers_) {
-          if (layer.is_config == configs) declared += (declared.empty() ? "" : ", ") + layer.name;
-        }
-        diags_.EnvError(variable, where,
-                        "no " + kind +
-                            " entry has this name (upper case, '-' and '.' as '_'); "
-                            "declared: " +
-                            (declared.empty() ? "none" : declared));
-      }
+      EnvNamesNothing(variable, where, configs, tokens.back(), any_property);
       return;
     }
     if (matches.size() > 1) {

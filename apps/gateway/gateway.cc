@@ -454,7 +454,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Handler::Handle on a worker thread; the answer is written on this
-  // connection's strand.
+  // connection's loop.
   void ToWorker(HttpRequest request, bool keep_alive) {
     asio::post(*ctx_.workers,
                [self = shared_from_this(),

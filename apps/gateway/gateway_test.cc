@@ -620,6 +620,209 @@ TEST_F(GatewayTest, DashboardEventsStreamASnapshotThenTransitions) {
   EXPECT_EQ(transitions, 2);
 }
 
+// --- Promises of docs/gateway.md and docs/configuration.md, one per test -----
+
+// An open transient circuit's 502 tells the client when to come back, as a
+// 429 does: Retry-After and retry_after_seconds count down the OPEN wait.
+TEST_F(GatewayTest, TheOpenTransientCircuits502CarriesRetryAfter) {
+  ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/media", {{.status = 503}}}).ok());
+  constexpr char kMedia[] = "/v1/instagram/accounts/555/media";
+  // Three 5xx of three calls (> 50 %, minimum 3): the circuit opens for 30 s.
+  for (int i = 0; i < 3; ++i) {
+    HttpReply r = Get(kMedia);
+    EXPECT_EQ(r.status, 502);
+    EXPECT_EQ(Body(r)["error"]["circuit_open"], false);
+    EXPECT_FALSE(r.HasHeader("Retry-After")) << "the upstream's own 5xx promises no time";
+    EXPECT_FALSE(Body(r)["error"].contains("retry_after_seconds"));
+  }
+  HttpReply open = Get(kMedia);
+  EXPECT_EQ(open.status, 502);
+  EXPECT_EQ(Body(open)["error"]["code"], "CONN_003");
+  EXPECT_EQ(Body(open)["error"]["circuit_open"], true);
+  EXPECT_EQ(open.Header("Retry-After"), "30");
+  EXPECT_EQ(Body(open)["error"]["retry_after_seconds"], 30);
+  clock_.Advance(std::chrono::seconds(10));
+  HttpReply later = Get(kMedia);
+  EXPECT_EQ(later.status, 502);
+  EXPECT_EQ(later.Header("Retry-After"), "20");
+  EXPECT_EQ(upstream_->Calls("GET", "/v19.0/*/media"), 3);
+}
+
+// The generic `http` classifier is Meta's rule order without Meta's codes:
+// a body that Meta's rules read as a rate limit or an authorization failure
+// is, on an `http` route, an invalid request (400) that opens no circuit;
+// only the HTTP status decides.
+TEST_F(GatewayTest, TheHttpClassifierNeverAppliesMetasBodyCodes) {
+  ASSERT_TRUE(
+      upstream_
+          ->SetRoute(
+              {"GET",
+               "/v19.0/*/media",
+               {{.status = 400,
+                 .headers = {{"Retry-After", "30"}},
+                 .body = R"({"error":{"code":4,"message":"Application request limit reached"}})"},
+                {.status = 400, .body = R"({"error":{"code":190}})"},
+                {.status = 400, .body = R"({"error":{"code":250}})"},
+                {.status = 400, .body = R"({"error":{"code":1,"error_subcode":463}})"},
+                {.status = 429}}})
+          .ok());
+  constexpr char kMedia[] = "/v1/instagram/accounts/556/media";
+  for (int i = 0; i < 4; ++i) {
+    HttpReply r = Get(kMedia);
+    EXPECT_EQ(r.status, 400) << "response " << i << ": " << r.body;
+    EXPECT_EQ(Body(r)["error"]["code"], "CONN_010") << "response " << i;
+    EXPECT_FALSE(r.HasHeader("Retry-After")) << "response " << i;
+  }
+  // Nothing opened: the status 429 still reaches the upstream and is a rate limit.
+  HttpReply limited = Get(kMedia);
+  EXPECT_EQ(limited.status, 429);
+  EXPECT_EQ(Body(limited)["error"]["circuit_open"], false);
+  EXPECT_EQ(upstream_->Calls("GET", "/v19.0/*/media"), 5);
+}
+
+// breakers.quota.default_wait (gateway.yaml) is the wait of a rate limit that
+// says nothing of its own, end to end: the client's Retry-After, and the
+// quota circuit's OPEN time before the next upstream call.
+TEST(GatewayQuotaConfig, DefaultWaitIsTheWaitOfARateLimitWithoutRetryAfter) {
+  testing::ManualClock clock;
+  testing::ManualClock upstream_clock;
+  std::ostringstream log;
+  auto up = FakeUpstream::Start({.clock = &upstream_clock});
+  ASSERT_TRUE(up.has_value()) << up.error();
+  ASSERT_TRUE((*up)->SetRoute({"GET", "/v19.0/*/media", {{.status = 429}, Ok("{}")}}).ok());
+  std::unique_ptr<Gateway> gw =
+      StartGateway(ConfigYaml((*up)->url(), ::testing::TempDir() + "gw_audit_default_wait.jsonl") +
+                       "breakers:\n  quota:\n    default_wait: 7s\n",
+                   "default_wait.yaml", clock, log);
+  ASSERT_NE(gw, nullptr);
+  const auto get = [&] {
+    Result<HttpReply> r = HttpFetch(gw->address(), "GET", "/v1/instagram/accounts/7/media");
+    EXPECT_TRUE(r.has_value()) << r.error();
+    return r.has_value() ? *r : HttpReply{};
+  };
+  HttpReply first = get();
+  EXPECT_EQ(first.status, 429);
+  EXPECT_EQ(first.Header("Retry-After"), "7");
+  EXPECT_EQ(Json::parse(first.body, nullptr, false)["error"]["retry_after_seconds"], 7);
+  clock.Advance(std::chrono::seconds(7));  // OPEN includes its deadline
+  HttpReply open = get();
+  EXPECT_EQ(open.status, 429);
+  EXPECT_EQ(Json::parse(open.body, nullptr, false)["error"]["circuit_open"], true);
+  EXPECT_EQ(open.Header("Retry-After"), "1");
+  EXPECT_EQ((*up)->TotalCalls(), 1);
+  clock.Advance(std::chrono::nanoseconds(1));
+  EXPECT_EQ(get().status, 200) << "the probe after 7 s";
+  EXPECT_EQ((*up)->TotalCalls(), 2);
+  gw->Shutdown();
+}
+
+// breakers.transient (gateway.yaml) changes when the transient circuit opens
+// and for how long: minimum_calls 2, failure_rate 50 (strictly more than
+// 50 % trips), open_for 7s.
+TEST(GatewayTransientConfig, MinimumCallsFailureRateAndOpenForChangeBehaviour) {
+  testing::ManualClock clock;
+  testing::ManualClock upstream_clock;
+  std::ostringstream log;
+  auto up = FakeUpstream::Start({.clock = &upstream_clock});
+  ASSERT_TRUE(up.has_value()) << up.error();
+  ASSERT_TRUE(
+      (*up)
+          ->SetRoute(
+              {"GET",
+               "/v19.0/*/media",
+               {{.status = 503}, {.status = 503}, Ok("{}"), {.status = 503}, {.status = 503}}})
+          .ok());
+  std::unique_ptr<Gateway> gw =
+      StartGateway(ConfigYaml((*up)->url(), ::testing::TempDir() + "gw_audit_transient.jsonl") +
+                       "breakers:\n  transient:\n    minimum_calls: 2\n    failure_rate: 50\n"
+                       "    open_for: 7s\n",
+                   "transient.yaml", clock, log);
+  ASSERT_NE(gw, nullptr);
+  const auto get = [&](const std::string& account) {
+    Result<HttpReply> r =
+        HttpFetch(gw->address(), "GET", "/v1/instagram/accounts/" + account + "/media");
+    EXPECT_TRUE(r.has_value()) << r.error();
+    return r.has_value() ? *r : HttpReply{};
+  };
+  const auto body = [](const HttpReply& r) { return Json::parse(r.body, nullptr, false); };
+  // Two failures of two calls: minimum_calls reached at 100 %, OPEN for 7 s.
+  EXPECT_EQ(get("a").status, 502);
+  EXPECT_EQ(get("a").status, 502);
+  HttpReply open = get("a");
+  EXPECT_EQ(body(open)["error"]["circuit_open"], true);
+  EXPECT_EQ(open.Header("Retry-After"), "7");
+  EXPECT_EQ((*up)->TotalCalls(), 2);
+  // One failure of two calls is 50 %: not more than failure_rate, no trip.
+  EXPECT_EQ(get("b").status, 200);
+  EXPECT_EQ(body(get("b"))["error"]["circuit_open"], false);
+  EXPECT_EQ((*up)->TotalCalls(), 4);
+  EXPECT_EQ(body(get("b"))["error"]["circuit_open"], false);  // 2 of 3: OPEN now
+  EXPECT_EQ(body(get("b"))["error"]["circuit_open"], true);
+  EXPECT_EQ((*up)->TotalCalls(), 5);
+  // Account a's wait ends after 7 s.
+  clock.Advance(std::chrono::seconds(7) + std::chrono::nanoseconds(1));
+  EXPECT_EQ(body(get("a"))["error"]["circuit_open"], false);  // the probe reached the upstream
+  EXPECT_EQ((*up)->TotalCalls(), 6);
+  gw->Shutdown();
+}
+
+// fusebox_gateway_upstream_requests_total counts every upstream answer by
+// its status class, the bounds of each class included (docs/gateway.md,
+// metrics).
+TEST_F(GatewayTest, UpstreamRepliesAreCountedByStatusClass) {
+  ASSERT_TRUE(upstream_
+                  ->SetRoute({"GET",
+                              "/v19.0/*/media",
+                              {{.status = 400},
+                               {.status = 499},
+                               {.status = 500},
+                               {.status = 599},
+                               {.status = 302},
+                               {.status = 399},
+                               Ok("{}")}})
+                  .ok());
+  for (int i = 0; i < 7; ++i) (void)Get("/v1/instagram/accounts/557/media");
+  EXPECT_EQ(upstream_->Calls("GET", "/v19.0/*/media"), 7) << "no circuit may open here";
+  const std::string m = Get("/metrics").body;
+  const auto count = [&](std::string_view status_class) {
+    const std::string series =
+        "fusebox_gateway_upstream_requests_total{upstream=\"graph\",status=\"" +
+        std::string(status_class) + "\"} ";
+    const std::size_t at = m.find(series);
+    if (at == std::string::npos) return std::string("(absent)");
+    return m.substr(at + series.size(), m.find('\n', at) - at - series.size());
+  };
+  EXPECT_EQ(count("2xx"), "1");
+  EXPECT_EQ(count("3xx"), "2");
+  EXPECT_EQ(count("4xx"), "2");
+  EXPECT_EQ(count("5xx"), "2");
+  EXPECT_EQ(count("error"), "0");
+}
+
+// breakers.quota.max_wait caps what an upstream's Retry-After may ask for.
+TEST(GatewayQuotaConfig, MaxWaitCapsTheUpstreamsRetryAfter) {
+  testing::ManualClock clock;
+  testing::ManualClock upstream_clock;
+  std::ostringstream log;
+  auto up = FakeUpstream::Start({.clock = &upstream_clock});
+  ASSERT_TRUE(up.has_value()) << up.error();
+  ASSERT_TRUE(
+      (*up)
+          ->SetRoute(
+              {"GET", "/v19.0/*/media", {{.status = 429, .headers = {{"Retry-After", "86400"}}}}})
+          .ok());
+  std::unique_ptr<Gateway> gw =
+      StartGateway(ConfigYaml((*up)->url(), ::testing::TempDir() + "gw_audit_max_wait.jsonl") +
+                       "breakers:\n  quota:\n    max_wait: 5m\n",
+                   "max_wait.yaml", clock, log);
+  ASSERT_NE(gw, nullptr);
+  Result<HttpReply> r = HttpFetch(gw->address(), "GET", "/v1/instagram/accounts/8/media");
+  ASSERT_TRUE(r.has_value()) << r.error();
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(r->Header("Retry-After"), "300");
+  gw->Shutdown();
+}
+
 // --- The handler and a snapshot store that cannot answer ----------------------
 
 std::string Header(const HttpResponse& r, std::string_view name) {

@@ -106,6 +106,22 @@ TEST(Sim, OtherPresets) {
   }
 }
 
+// A call exactly as long as slowCallDurationThreshold is not slow (as the
+// breaker counts it); a millisecond more is.
+TEST(Sim, ACallAtTheSlowThresholdIsNotSlow) {
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Scenario s, FindPreset("default"));
+  s.outages.clear();
+  s.breaker.slow_call_duration_threshold = std::chrono::seconds(1);
+  s.latency = std::chrono::seconds(1);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun at, Simulate(s));
+  ASSERT_FALSE(at.calls.empty());
+  for (const CallRecord& rec : at.calls) EXPECT_FALSE(rec.slow);
+  s.latency = std::chrono::seconds(1) + std::chrono::milliseconds(1);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun over, Simulate(s));
+  ASSERT_FALSE(over.calls.empty());
+  EXPECT_TRUE(over.calls.front().slow);
+}
+
 TEST(Sim, JsonLinesSchema) {
   FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run, RunPreset("default"));
   std::ostringstream out;

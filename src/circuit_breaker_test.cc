@@ -2177,5 +2177,40 @@ TEST(CircuitBreakerListenerInterests, AListenerGetsOnlyWhatItAskedFor) {
   EXPECT_EQ(l->rejections, 0);
 }
 
+// The probes' verdict counts a slow-call rate at the threshold as failing,
+// as the failure rate: one slow probe of two at 50 % reopens.
+TEST(CircuitBreaker, ProbesAtTheSlowCallRateThresholdReopen) {
+  ManualClock clock;
+  CircuitBreakerConfig config = CountConfig();
+  config.permitted_number_of_calls_in_half_open_state = 2;
+  config.slow_call_rate_threshold = 50;
+  config.slow_call_duration_threshold = 1s;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
+  cb->TransitionToHalfOpen();
+  ASSERT_EQ(cb->state(), State::kHalfOpen);
+  Succeed(*cb, 2s);  // slow
+  Succeed(*cb, 1ms);
+  EXPECT_EQ(cb->state(), State::kOpen);
+}
+
+// An operator's override with an expiry ends at that instant: a call at
+// expires_after is admitted (CLOSED again), one just before is not.
+TEST(CircuitBreaker, AForcedOpenEndsExactlyAtItsExpiry) {
+  ManualClock clock;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
+  OverrideOptions o;
+  o.reason = "drill";
+  o.expires_after = 10s;
+  cb->ForceOpen(o);
+  ASSERT_EQ(cb->state(), State::kForcedOpen);
+  clock.Advance(10s - Duration(1));
+  EXPECT_FALSE(cb->TryAcquire().has_value());
+  clock.Advance(Duration(1));
+  Result<Permit> p = cb->TryAcquire();
+  ASSERT_TRUE(p.has_value()) << p.error();
+  p->Success(1ms);
+  EXPECT_EQ(cb->state(), State::kClosed);
+}
+
 }  // namespace
 }  // namespace fusebox

@@ -176,6 +176,33 @@ TEST_F(ProviderCallTest, QuotaProbeFailingTransientlyNeitherClosesNorReopensTheQ
   EXPECT_EQ(refused.error().retry_after, seconds(40));
 }
 
+// A refusal never tells the caller to come back before the circuit allows:
+// 89.5 s left is Retry-After 90, not 89.
+TEST_F(ProviderCallTest, RefusalRetryAfterIsRoundedUp) {
+  (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(90)));
+  clock_.Advance(std::chrono::milliseconds(500));
+  ProviderResult<std::string> r = Call(std::string("x"));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().retry_after, seconds(90));
+}
+
+// A quota refusal after the transient permit was taken (the quota's one
+// probe is out) gives that permit back as ignored: Meta was not called.
+TEST_F(ProviderCallTest, AQuotaRefusalRecordsTheTransientPermitAsIgnored) {
+  (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(10)));
+  clock_.Advance(seconds(10) + Duration(1));
+  auto probe = ProviderCall::Start(*registry_, key_);
+  ASSERT_TRUE(std::holds_alternative<ProviderCall>(probe));
+  ASSERT_EQ(StateOf("quota"), State::kHalfOpen);
+  auto refused = ProviderCall::Start(*registry_, key_);
+  ASSERT_TRUE(std::holds_alternative<ProviderError>(refused));
+  EXPECT_EQ(std::get<ProviderError>(refused).code, ConnCode::kConn008RateLimit);
+  const CircuitBreakerTotals t = registry_->Find(key_ + ":transient")->totals();
+  EXPECT_EQ(t.calls[static_cast<int>(OutcomeKind::kIgnored)], 1);
+  std::get<ProviderCall>(std::move(probe)).Finish(nullptr);
+  EXPECT_EQ(StateOf("quota"), State::kClosed);
+}
+
 TEST_F(ProviderCallTest, QuotaProbeRateLimitedAgainReopens) {
   (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(10)));
   clock_.Advance(seconds(11));

@@ -9,6 +9,9 @@
 #   make demo    build release, then `fusebox sim default`, `fusebox compare` (the five presets)
 #                and seed 000's story through two gateways (apps/gateway/demo.sh)
 #   make bench   build release and run the benchmarks
+#   make mutation  plant the one-line bugs of tools/mutation/mutants.json one at a time in a
+#                scratch copy and report which the tests catch (not in CI; about an hour;
+#                MUTATION_ARGS="--only gw-" for a subset; docs/testing.md)
 #   make format  clang-format -i every C++ file git knows about (tracked or not ignored)
 #   make clean   remove build/
 
@@ -31,7 +34,7 @@ TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 CLANG_FORMAT ?= clang-format
 
 .PHONY: deps build build-debug test test-release test-asan test-tsan demo bench format format-check \
-        tidy clean
+        tidy clean mutation
 
 deps:
 	@missing=""; \
@@ -84,6 +87,10 @@ demo: build
 bench: build
 	./build/release/bench/fusebox_bench --benchmark_repetitions=5 \
 	  --benchmark_report_aggregates_only=true
+
+MUTATION_ARGS ?=
+mutation: deps
+	nice -n 10 python3 tools/mutation/run.py $(MUTATION_ARGS)
 
 format:
 	git ls-files -z --cached --others --exclude-standard -- '*.h' '*.cc' \

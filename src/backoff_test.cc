@@ -220,6 +220,13 @@ TEST(Backoff, ValidateAcceptsDefaults) {
   EXPECT_TRUE(backoff::Validate(backoff::JitterOptions{}).ok());
 }
 
+// max may equal initial: a fixed wait, written as an exponential one.
+TEST(Backoff, ValidateAcceptsMaxEqualToInitial) {
+  backoff::ExponentialOptions o;
+  o.max = o.initial;
+  EXPECT_TRUE(backoff::Validate(o).ok());
+}
+
 TEST(Backoff, ValidateNamesTheFieldAtFault) {
   {
     backoff::ExponentialOptions o;

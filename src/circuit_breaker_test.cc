@@ -24,6 +24,7 @@
 #include "fusebox/result.h"
 #include "fusebox/status.h"
 #include "fusebox/testing/manual_clock.h"
+#include "fusebox/testing/status_macros.h"
 
 // Over 1,000 lines on purpose: one suite of ~100 tests that reads as the
 // breaker's specification, section by section (CLOSED -> OPEN, TIME_BASED,
@@ -51,12 +52,11 @@ CircuitBreakerConfig CountConfig() {
   return config;
 }
 
-std::unique_ptr<CircuitBreaker> Make(const CircuitBreakerConfig& config, Clock& clock,
-                                     std::string name = "dep") {
-  auto created = CircuitBreaker::Create(std::move(name), config, clock);
-  EXPECT_TRUE(created.has_value()) << created.error();
-  if (!created) return nullptr;
-  return std::move(created).value();
+// For FUSEBOX_ASSERT_OK_AND_ASSIGN: a breaker that cannot be made fails the
+// test there, rather than crashing the binary on the first call.
+Result<std::unique_ptr<CircuitBreaker>> Make(const CircuitBreakerConfig& config, Clock& clock,
+                                             std::string name = "dep") {
+  return CircuitBreaker::Create(std::move(name), config, clock);
 }
 
 void Succeed(CircuitBreaker& cb, Duration d = 1ms) {
@@ -69,12 +69,6 @@ void Fail(CircuitBreaker& cb, Duration d = 1ms) {
   Result<Permit> p = cb.TryAcquire();
   ASSERT_TRUE(p.has_value()) << p.error();
   p->Failure(d);
-}
-
-Permit Acquire(CircuitBreaker& cb) {
-  Result<Permit> p = cb.TryAcquire();
-  EXPECT_TRUE(p.has_value()) << p.error();
-  return std::move(p).value();
 }
 
 // Records a success on each of `probes`, then expects CLOSED.
@@ -169,7 +163,7 @@ TEST(CircuitBreaker, ManualClockStartsAtWholeSecondEpoch) {
 
 TEST(CircuitBreaker, OpensWhenFailureRateReachesThreshold) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   for (int i = 0; i < 5; ++i) Succeed(*cb);
@@ -198,7 +192,7 @@ TEST(CircuitBreaker, OpensWhenFailureRateReachesThreshold) {
 
 TEST(CircuitBreaker, StaysClosedJustBelowFailureRateThreshold) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   for (int i = 0; i < 6; ++i) Succeed(*cb);
   for (int i = 0; i < 4; ++i) Fail(*cb);  // 4 of 10 = 40 %
   EXPECT_EQ(cb->state(), State::kClosed);
@@ -207,7 +201,7 @@ TEST(CircuitBreaker, StaysClosedJustBelowFailureRateThreshold) {
 
 TEST(CircuitBreaker, CountWindowSlidesOverTheLastCalls) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   for (int i = 0; i < 4; ++i) Fail(*cb);
   for (int i = 0; i < 6; ++i) Succeed(*cb);  // F F F F S S S S S S
   EXPECT_EQ(cb->metrics().failure_rate, 40.0f);
@@ -227,7 +221,7 @@ TEST(CircuitBreaker, CountWindowSlidesOverTheLastCalls) {
 
 TEST(CircuitBreaker, NothingTripsBelowMinimumNumberOfCalls) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   for (int i = 0; i < 9; ++i) Fail(*cb);
   EXPECT_EQ(cb->state(), State::kClosed);
   CircuitBreakerMetrics m = cb->metrics();
@@ -246,7 +240,7 @@ TEST(CircuitBreaker, MinimumNumberOfCallsIsCappedAtCountWindowSize) {
   CircuitBreakerConfig config = CountConfig();
   config.sliding_window_size = 5;
   config.minimum_number_of_calls = 10;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   Fail(*cb);
   Fail(*cb);
   Succeed(*cb);
@@ -266,7 +260,7 @@ TEST(CircuitBreaker, TimeBasedMinimumIsNotCapped) {
   config.sliding_window_type = SlidingWindowType::kTimeBased;
   config.sliding_window_size = 2;
   config.minimum_number_of_calls = 5;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   for (int i = 0; i < 20; ++i) {
     Fail(*cb);
     clock.Advance(1s);
@@ -280,7 +274,7 @@ TEST(CircuitBreaker, OpensWhenSlowCallRateReachesThreshold) {
   CircuitBreakerConfig config = CountConfig();
   config.slow_call_duration_threshold = 1s;
   config.slow_call_rate_threshold = 50;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   for (int i = 0; i < 5; ++i) Succeed(*cb, 1s);  // exactly the threshold: not slow
@@ -303,7 +297,7 @@ TEST(CircuitBreaker, CallExactlyAtSlowThresholdIsNotSlow) {
   CircuitBreakerConfig config = CountConfig();
   config.slow_call_duration_threshold = 1s;
   config.slow_call_rate_threshold = 10;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   for (int i = 0; i < 10; ++i) Succeed(*cb, 1s);
   EXPECT_EQ(cb->state(), State::kClosed);
   EXPECT_EQ(cb->metrics().slow_calls, 0);
@@ -320,7 +314,7 @@ TEST(CircuitBreaker, SlowFailureCountsAsFailedAndSlow) {
   config.slow_call_duration_threshold = 1s;
   config.failure_rate_threshold = 100;
   config.slow_call_rate_threshold = 100;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   Fail(*cb, 2s);
   Succeed(*cb, 2s);
   Fail(*cb, 1ms);
@@ -341,7 +335,7 @@ TEST(CircuitBreaker, RatesAreFloatsComparedWithAFloatThreshold) {
   config.sliding_window_size = 3;
   config.minimum_number_of_calls = 3;
   config.failure_rate_threshold = 33.3333334f;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   Fail(*cb);
   Succeed(*cb);
   Succeed(*cb);
@@ -355,7 +349,7 @@ TEST(CircuitBreaker, FloatThresholdJustAboveOneThirdDoesNotOpen) {
   config.sliding_window_size = 3;
   config.minimum_number_of_calls = 3;
   config.failure_rate_threshold = 33.34f;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   Fail(*cb);
   Succeed(*cb);
   Succeed(*cb);
@@ -375,7 +369,7 @@ CircuitBreakerConfig TimeConfig() {
 
 TEST(CircuitBreaker, TimeBasedOutcomeStillCountsOneTickBeforeItAgesOut) {
   ManualClock clock;
-  auto cb = Make(TimeConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(TimeConfig(), clock));
   clock.Advance(500ms);  // inside epoch second 0
   for (int i = 0; i < 4; ++i) Fail(*cb);
   clock.Set(kEpoch + 10s - kTick);  // last tick of second 9: second 0 is still in
@@ -386,7 +380,7 @@ TEST(CircuitBreaker, TimeBasedOutcomeStillCountsOneTickBeforeItAgesOut) {
 
 TEST(CircuitBreaker, TimeBasedOutcomesAgeOutAfterWindowSizeSeconds) {
   ManualClock clock;
-  auto cb = Make(TimeConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(TimeConfig(), clock));
   clock.Advance(500ms);
   for (int i = 0; i < 4; ++i) Fail(*cb);
   EXPECT_EQ(cb->metrics().buffered_calls, 4);
@@ -401,7 +395,7 @@ TEST(CircuitBreaker, TimeBasedOutcomesAgeOutAfterWindowSizeSeconds) {
 
 TEST(CircuitBreaker, TimeBasedWindowSumsPerSecondBuckets) {
   ManualClock clock;
-  auto cb = Make(TimeConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(TimeConfig(), clock));
   // A failure in each of seconds 0 and 1, a success in each of seconds 2..8.
   for (int s = 0; s < 9; ++s) {
     clock.Set(kEpoch + std::chrono::seconds(s) + 100ms);
@@ -430,16 +424,17 @@ TEST(CircuitBreaker, TimeBasedWindowSumsPerSecondBuckets) {
 // which turns the fast paths off.
 class FastPathTest : public ::testing::TestWithParam<bool> {
  protected:
-  std::unique_ptr<CircuitBreaker> MakeWithOptionalListener(const CircuitBreakerConfig& config) {
-    auto cb = Make(config, clock_);
-    if (GetParam()) cb->AddListener(std::make_shared<Recorder>());
+  Result<std::unique_ptr<CircuitBreaker>> MakeWithOptionalListener(
+      const CircuitBreakerConfig& config) {
+    Result<std::unique_ptr<CircuitBreaker>> cb = Make(config, clock_);
+    if (cb && GetParam()) (*cb)->AddListener(std::make_shared<Recorder>());
     return cb;
   }
   ManualClock clock_;
 };
 
 TEST_P(FastPathTest, CountWindowAfterManySuccessesStillTrips) {
-  auto cb = MakeWithOptionalListener(CountConfig());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, MakeWithOptionalListener(CountConfig()));
   for (int i = 0; i < 25; ++i) Succeed(*cb);
   EXPECT_EQ(cb->metrics().buffered_calls, 10);
   EXPECT_EQ(cb->metrics().successful_calls, 10);
@@ -462,7 +457,7 @@ TEST_P(FastPathTest, CountWindowAfterManySuccessesStillTrips) {
 }
 
 TEST_P(FastPathTest, TimeWindowCountsAndAgesManySuccesses) {
-  auto cb = MakeWithOptionalListener(TimeConfig());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, MakeWithOptionalListener(TimeConfig()));
   for (int i = 0; i < 100; ++i) Succeed(*cb);  // second 0
   Fail(*cb);
   EXPECT_EQ(cb->metrics().buffered_calls, 101);
@@ -481,7 +476,7 @@ TEST_P(FastPathTest, TimeWindowCountsAndAgesManySuccesses) {
 }
 
 TEST_P(FastPathTest, TimeWindowSuccessesAfterAgingOutFailures) {
-  auto cb = MakeWithOptionalListener(TimeConfig());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, MakeWithOptionalListener(TimeConfig()));
   for (int i = 0; i < 4; ++i) Fail(*cb);  // second 0
   clock_.Set(kEpoch + 10s);               // gone: the window is clean again
   for (int i = 0; i < 50; ++i) Succeed(*cb);
@@ -503,7 +498,7 @@ INSTANTIATE_TEST_SUITE_P(CircuitBreaker, FastPathTest, ::testing::Bool(),
 
 TEST(CircuitBreaker, OpenRejectsWithRetryAtTheEndOfTheWait) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   clock.Advance(123ms);
   const TimePoint opened = Trip(*cb);
   clock.Advance(1s);
@@ -516,7 +511,7 @@ TEST(CircuitBreaker, OpenEndsStrictlyAfterTheWait) {
   // Note point 1, on a manual clock: one tick before and at the end still rejected,
   // one tick after admitted.
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s - kTick);
   ExpectRejected(*cb, "open");
@@ -526,7 +521,7 @@ TEST(CircuitBreaker, OpenEndsStrictlyAfterTheWait) {
   EXPECT_EQ(cb->state(), State::kOpen);  // lazy: nothing moves it (note point 2)
   clock.Set(opened + 5s + kTick);
   EXPECT_EQ(cb->state(), State::kOpen);
-  Permit probe = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   probe.Success(1ms);
 }
@@ -534,15 +529,15 @@ TEST(CircuitBreaker, OpenEndsStrictlyAfterTheWait) {
 TEST(CircuitBreaker, RejectedCallsAreCountedAndCarriedByState) {
   // Note point 11.
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   const TimePoint opened = Trip(*cb);
   for (int i = 0; i < 3; ++i) ExpectRejected(*cb, "open");
   EXPECT_EQ(cb->metrics().not_permitted_calls, 3);
   clock.Set(opened + 5s + kTick);
-  Permit p1 = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit p1, cb->TryAcquire());
   EXPECT_EQ(cb->metrics().not_permitted_calls, 0);  // HALF_OPEN starts fresh
-  Permit p2 = Acquire(*cb);
-  Permit p3 = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit p2, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit p3, cb->TryAcquire());
   ExpectRejected(*cb, "half_open_full");
   EXPECT_EQ(cb->metrics().not_permitted_calls, 1);
   p1.Failure(1ms);
@@ -556,7 +551,7 @@ TEST(CircuitBreaker, RejectedCallsAreCountedAndCarriedByState) {
 
 TEST(CircuitBreaker, TryRejectRecordsAnOpenRejectionLikeTryAcquire) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   EXPECT_EQ(cb->TryReject(), std::nullopt);  // CLOSED: nothing to refuse
@@ -577,11 +572,11 @@ TEST(CircuitBreaker, TryRejectRecordsAnOpenRejectionLikeTryAcquire) {
   EXPECT_EQ(cb->TryReject(), std::nullopt);
   EXPECT_EQ(cb->state(), State::kOpen);
   EXPECT_EQ(cb->metrics().not_permitted_calls, 1);
-  Permit probe = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   // HALF_OPEN, even full, is TryAcquire's to decide.
-  Permit p2 = Acquire(*cb);
-  Permit p3 = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit p2, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit p3, cb->TryAcquire());
   EXPECT_EQ(cb->TryReject(), std::nullopt);
   ExpectRejected(*cb, "half_open_full");
   SucceedAndExpectClosed(*cb, probe, p2, p3);
@@ -589,7 +584,7 @@ TEST(CircuitBreaker, TryRejectRecordsAnOpenRejectionLikeTryAcquire) {
 
 TEST(CircuitBreaker, TryRejectRefusesWhileForcedOpenOnly) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   cb->ForceOpen({.reason = "maintenance", .expires_after = 60s});
   const std::optional<Status> rejected = cb->TryReject();
   ASSERT_TRUE(rejected.has_value());
@@ -611,11 +606,14 @@ TEST(CircuitBreaker, TryRejectRefusesWhileForcedOpenOnly) {
 
 TEST(CircuitBreaker, HalfOpenAdmitsExactlyPermittedCallsThenRejects) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
   std::vector<Permit> probes;
-  for (int i = 0; i < 3; ++i) probes.push_back(Acquire(*cb));
+  for (int i = 0; i < 3; ++i) {
+    FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
+    probes.push_back(std::move(probe));
+  }
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   ExpectRejected(*cb, "half_open_full");
   ExpectRejected(*cb, "half_open_full");
@@ -629,7 +627,7 @@ TEST(CircuitBreaker, HalfOpenAdmitsExactlyPermittedCallsThenRejects) {
 TEST(CircuitBreaker, HalfOpenClosesWhenProbeFailureRateIsBelowThreshold) {
   // Note point 5: 1 failure in 3 probes is 33 % < 50 %: it closes.
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   const TimePoint opened = Trip(*cb);
@@ -657,7 +655,7 @@ TEST(CircuitBreaker, HalfOpenReopensWhenProbeFailureRateReachesThreshold) {
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.permitted_number_of_calls_in_half_open_state = 4;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   const TimePoint opened = Trip(*cb);
@@ -684,12 +682,13 @@ TEST(CircuitBreaker, HalfOpenVerdictAfterMinimumNumberOfCallsWhenSmaller) {
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.minimum_number_of_calls = 2;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   Fail(*cb);
   Fail(*cb);
   ASSERT_EQ(cb->state(), State::kOpen);
   clock.Advance(5s + kTick);
-  Permit third = Acquire(*cb);  // still in flight when the verdict comes
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit third,
+                               cb->TryAcquire());  // still in flight when the verdict comes
   Succeed(*cb);
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   Succeed(*cb);
@@ -702,10 +701,10 @@ TEST(CircuitBreaker, AnyFailureReopensPolicyReopensOnFirstFailedProbe) {
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.half_open_policy = HalfOpenPolicy::kAnyFailureReopens;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
-  Permit in_flight = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit in_flight, cb->TryAcquire());
   Succeed(*cb);
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   Fail(*cb);
@@ -719,7 +718,7 @@ TEST(CircuitBreaker, AnyFailureReopensPolicyClosesAfterPermittedSuccesses) {
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.half_open_policy = HalfOpenPolicy::kAnyFailureReopens;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
   Succeed(*cb);
@@ -734,7 +733,7 @@ TEST(CircuitBreaker, AnyFailureReopensPolicyCountsSlowProbeAsFailure) {
   CircuitBreakerConfig config = CountConfig();
   config.half_open_policy = HalfOpenPolicy::kAnyFailureReopens;
   config.slow_call_duration_threshold = 1s;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
   Succeed(*cb, 1s + kTick);
@@ -743,16 +742,16 @@ TEST(CircuitBreaker, AnyFailureReopensPolicyCountsSlowProbeAsFailure) {
 
 TEST(CircuitBreaker, IgnoredOutcomeInHalfOpenGivesTheSlotBack) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
-  Permit a = Acquire(*cb);
-  Permit b = Acquire(*cb);
-  Permit c = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit a, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit b, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit c, cb->TryAcquire());
   ExpectRejected(*cb, "half_open_full");
   b.Ignore();
   EXPECT_EQ(cb->metrics().buffered_calls, 0);  // not recorded
-  Permit d = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit d, cb->TryAcquire());
   ExpectRejected(*cb, "half_open_full");
   a.Success(1ms);
   c.Success(1ms);
@@ -763,32 +762,32 @@ TEST(CircuitBreaker, IgnoredOutcomeInHalfOpenGivesTheSlotBack) {
 
 TEST(CircuitBreaker, DroppedPermitGivesTheSlotBack) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
-  Permit a = Acquire(*cb);
-  Permit b = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit a, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit b, cb->TryAcquire());
   {
-    Permit dropped = Acquire(*cb);
+    FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit dropped, cb->TryAcquire());
     ExpectRejected(*cb, "half_open_full");
     EXPECT_TRUE(dropped.pending());
   }  // destroyed without an outcome
-  Permit c = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit c, cb->TryAcquire());
   ExpectRejected(*cb, "half_open_full");
   SucceedAndExpectClosed(*cb, a, b, c);
 }
 
 TEST(CircuitBreaker, MovedFromPermitIsNotPendingAndGivesNothingBack) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
-  Permit a = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit a, cb->TryAcquire());
   Permit b = std::move(a);
   EXPECT_FALSE(a.pending());  // NOLINT(bugprone-use-after-move): that is the test
   EXPECT_TRUE(b.pending());
-  Permit c = Acquire(*cb);
-  Permit d = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit c, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit d, cb->TryAcquire());
   ExpectRejected(*cb, "half_open_full");
   b.Success(1ms);
   EXPECT_FALSE(b.pending());
@@ -807,13 +806,13 @@ CircuitBreakerConfig MaxWaitConfig(State target) {
 
 TEST(CircuitBreaker, MaxWaitInHalfOpenMovesToOpenByTimer) {
   ManualClock clock;
-  auto cb = Make(MaxWaitConfig(State::kOpen), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(MaxWaitConfig(State::kOpen), clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
   const TimePoint entered = clock.Now();
-  Permit probe = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
   ASSERT_EQ(cb->state(), State::kHalfOpen);
   clock.Set(entered + 10s - kTick);
   EXPECT_EQ(cb->state(), State::kHalfOpen);
@@ -832,14 +831,14 @@ TEST(CircuitBreaker, MaxWaitInHalfOpenMovesToOpenByTimer) {
 
 TEST(CircuitBreaker, MaxWaitInHalfOpenMovesToClosedByTimer) {
   ManualClock clock;
-  auto cb = Make(MaxWaitConfig(State::kClosed), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(MaxWaitConfig(State::kClosed), clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
   const TimePoint entered = clock.Now();
   Fail(*cb);
-  Permit probe = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
   clock.Set(entered + 10s - kTick);
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   clock.Set(entered + 10s);
@@ -854,13 +853,13 @@ TEST(CircuitBreaker, MaxWaitInHalfOpenMovesToClosedByTimer) {
 
 TEST(CircuitBreaker, MaxWaitInHalfOpenIsAlsoCheckedOnTheNextCall) {
   NoTimerClock clock;  // timers never fire
-  auto cb = Make(MaxWaitConfig(State::kOpen), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(MaxWaitConfig(State::kOpen), clock));
   Trip(*cb);
   clock.clock.Advance(5s + kTick);
   const TimePoint entered = clock.Now();
-  Permit probe = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
   clock.clock.Set(entered + 10s - kTick);
-  Permit second = Acquire(*cb);  // still HALF_OPEN
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit second, cb->TryAcquire());  // still HALF_OPEN
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   clock.clock.Set(entered + 10s + kTick);
   ExpectRejected(*cb, "open");
@@ -871,15 +870,16 @@ TEST(CircuitBreaker, MaxWaitInHalfOpenIsAlsoCheckedOnTheNextCall) {
 
 TEST(CircuitBreaker, MaxWaitToClosedIsAlsoCheckedOnTheNextCall) {
   NoTimerClock clock;
-  auto cb = Make(MaxWaitConfig(State::kClosed), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(MaxWaitConfig(State::kClosed), clock));
   Trip(*cb);
   clock.clock.Advance(5s + kTick);
   const TimePoint entered = clock.Now();
-  Permit a = Acquire(*cb);
-  Permit b = Acquire(*cb);
-  Permit c = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit a, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit b, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit c, cb->TryAcquire());
   clock.clock.Set(entered + 10s + kTick);
-  Permit d = Acquire(*cb);  // half-open was full; now CLOSED admits
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit d,
+                               cb->TryAcquire());  // half-open was full; now CLOSED admits
   EXPECT_EQ(cb->state(), State::kClosed);
   a.Ignore();
   b.Ignore();
@@ -889,10 +889,10 @@ TEST(CircuitBreaker, MaxWaitToClosedIsAlsoCheckedOnTheNextCall) {
 
 TEST(CircuitBreaker, ZeroMaxWaitMeansHalfOpenWaitsForever) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
-  Permit probe = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
   clock.Advance(24h);
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   probe.Success(1ms);
@@ -905,7 +905,7 @@ TEST(CircuitBreaker, AutomaticTransitionMovesToHalfOpenAtTheDeadlineWithoutACall
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.automatic_transition_from_open_to_half_open_enabled = true;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   const TimePoint opened = Trip(*cb);
@@ -926,7 +926,7 @@ TEST(CircuitBreaker, WaitIntervalFunctionGrowsWithEachReopening) {
   CircuitBreakerConfig config = CountConfig();
   config.permitted_number_of_calls_in_half_open_state = 1;
   config.wait_interval_function = backoff::Exponential({.initial = 5s, .multiplier = 2, .max = 1h});
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   TimePoint opened = Trip(*cb);
   EXPECT_EQ(cb->metrics().open_attempts, 1);
   EXPECT_EQ(cb->metrics().retry_at, opened + 5s);
@@ -953,7 +953,10 @@ std::vector<Duration> OpenDurations(const CircuitBreakerConfig& base, std::strin
   ManualClock clock;
   CircuitBreakerConfig config = base;
   config.permitted_number_of_calls_in_half_open_state = 1;
-  auto cb = Make(config, clock, std::move(name));
+  Result<std::unique_ptr<CircuitBreaker>> made = Make(config, clock, std::move(name));
+  EXPECT_TRUE(made.has_value()) << made.error();
+  if (!made) return {};  // fails the comparison that follows, not the binary
+  std::unique_ptr<CircuitBreaker> cb = *std::move(made);
   std::vector<Duration> out;
   Trip(*cb);
   for (int i = 0; i < n; ++i) {
@@ -1017,7 +1020,7 @@ TEST(CircuitBreaker, OpensAfterConsecutiveFailures) {
   config.sliding_window_size = 100;
   config.minimum_number_of_calls = 100;
   config.consecutive_failure_threshold = 3;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   Fail(*cb);
@@ -1038,11 +1041,11 @@ TEST(CircuitBreaker, OpenForHintOpensAtOnceRegardlessOfMinimumCalls) {
   CircuitBreakerConfig config = CountConfig();
   config.minimum_number_of_calls = 100;
   config.sliding_window_size = 100;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   Succeed(*cb);
-  Permit p = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit p, cb->TryAcquire());
   p.Record(Outcome::OpenFor(30s));
   EXPECT_EQ(cb->state(), State::kOpen);
   EXPECT_EQ(cb->metrics().retry_at, kEpoch + 30s);
@@ -1053,7 +1056,7 @@ TEST(CircuitBreaker, OpenForHintOpensAtOnceRegardlessOfMinimumCalls) {
   clock.Set(kEpoch + 30s);
   ExpectRejected(*cb, "open");
   clock.Set(kEpoch + 30s + kTick);
-  Permit probe = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   probe.Success(1ms);
 }
@@ -1066,10 +1069,10 @@ void ExpectHintsNeverShortenButExtend(Compatibility compat) {
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.compatibility = compat;
-  auto cb = Make(config, clock);
-  Permit first = Acquire(*cb);
-  Permit shorter = Acquire(*cb);
-  Permit longer = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit first, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit shorter, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit longer, cb->TryAcquire());
   first.Record(Outcome::OpenFor(30s));
   ASSERT_EQ(cb->state(), State::kOpen);
   clock.Advance(1s);
@@ -1083,7 +1086,7 @@ void ExpectHintsNeverShortenButExtend(Compatibility compat) {
   clock.Set(kEpoch + 30s + kTick);
   ExpectRejected(*cb, "open");
   clock.Set(kEpoch + 62s + kTick);
-  Permit probe = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   probe.Success(1ms);
 }
@@ -1101,8 +1104,8 @@ TEST(CircuitBreaker, OpenForHintIsNotJittered) {
   CircuitBreakerConfig config = CountConfig();
   config.open_duration_jitter = 0.5;
   config.jitter_seed = 7;
-  auto cb = Make(config, clock);
-  Permit p = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit p, cb->TryAcquire());
   p.Record(Outcome::OpenFor(20s));
   EXPECT_EQ(cb->metrics().retry_at, kEpoch + 20s);
 }
@@ -1112,7 +1115,7 @@ TEST(CircuitBreaker, OpenForHintIsNotJittered) {
 
 TEST(CircuitBreaker, ForceOpenRejectsAndExpiresByTimer) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   clock.Advance(3s);
@@ -1148,7 +1151,7 @@ TEST(CircuitBreaker, ForceOpenRejectsAndExpiresByTimer) {
 
 TEST(CircuitBreaker, ForceOpenWithoutExpiryStaysUntilChanged) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   cb->ForceOpen();
   clock.Advance(24h);
   EXPECT_EQ(cb->state(), State::kForcedOpen);
@@ -1163,19 +1166,19 @@ TEST(CircuitBreaker, ForceOpenWithoutExpiryStaysUntilChanged) {
 
 TEST(CircuitBreaker, OverrideExpiryIsAlsoCheckedOnTheNextCall) {
   NoTimerClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   cb->ForceOpen({.reason = "r", .actor = "a", .expires_after = 10s});
   clock.clock.Advance(10s - kTick);
   ExpectRejected(*cb, "forced_open");
   clock.clock.Advance(2 * kTick);
-  Permit p = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit p, cb->TryAcquire());
   EXPECT_EQ(cb->state(), State::kClosed);
   p.Success(1ms);
 }
 
 TEST(CircuitBreaker, ForceClosedRecordsButNeverTrips) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   cb->ForceClosed({.reason = "incident 42", .actor = "bob", .expires_after = 30s});
   EXPECT_EQ(cb->state(), State::kForcedClosed);
   for (int i = 0; i < 20; ++i) Fail(*cb);
@@ -1197,7 +1200,7 @@ TEST(CircuitBreaker, ForceClosedRecordsButNeverTrips) {
 
 TEST(CircuitBreaker, DisableLetsEverythingPassAndRecordsNothing) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   Trip(*cb);
   cb->Disable({.reason = "dependency is optional", .actor = "carol", .expires_after = 5min});
   EXPECT_EQ(cb->state(), State::kDisabled);
@@ -1217,7 +1220,7 @@ TEST(CircuitBreaker, DisableLetsEverythingPassAndRecordsNothing) {
 
 TEST(CircuitBreaker, MetricsOnlyRecordsButNeverTrips) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   cb->MetricsOnly({.reason = "shadow", .actor = "dave", .expires_after = 1h});
   EXPECT_EQ(cb->state(), State::kMetricsOnly);
   for (int i = 0; i < 10; ++i) Fail(*cb);
@@ -1235,7 +1238,7 @@ TEST(CircuitBreaker, MetricsOnlyRecordsButNeverTrips) {
 
 TEST(CircuitBreaker, ResetReturnsToClosedWithAnEmptyWindow) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   Trip(*cb);
@@ -1256,7 +1259,7 @@ TEST(CircuitBreaker, ResetReturnsToClosedWithAnEmptyWindow) {
 
 TEST(CircuitBreaker, TransitionToOpenKeepsTheWindowAndWaits) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   Fail(*cb);
@@ -1270,19 +1273,19 @@ TEST(CircuitBreaker, TransitionToOpenKeepsTheWindowAndWaits) {
   ASSERT_EQ(rec->transitions.size(), 1u);
   EXPECT_EQ(rec->transitions[0].reason, TransitionReason::kOperator);
   clock.Set(kEpoch + 5s + kTick);
-  Permit p = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit p, cb->TryAcquire());
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   p.Success(1ms);
 }
 
 TEST(CircuitBreaker, TransitionToHalfOpenAdmitsProbes) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   ASSERT_TRUE(cb->TransitionToHalfOpen().ok());
   EXPECT_EQ(cb->state(), State::kHalfOpen);
-  Permit a = Acquire(*cb);
-  Permit b = Acquire(*cb);
-  Permit c = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit a, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit b, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit c, cb->TryAcquire());
   ExpectRejected(*cb, "half_open_full");
   a.Failure(1ms);
   b.Failure(1ms);
@@ -1292,7 +1295,7 @@ TEST(CircuitBreaker, TransitionToHalfOpenAdmitsProbes) {
 
 TEST(CircuitBreaker, TransitionToClosedStartsAnEmptyWindow) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   Trip(*cb);
   cb->TransitionToClosed();
   EXPECT_EQ(cb->state(), State::kClosed);
@@ -1318,7 +1321,7 @@ TEST(CircuitBreaker, StateNamesAreResilience4jNames) {
 
 TEST(CircuitBreaker, ListenerSeesEveryTransitionInOrder) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock, "payment");
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock, "payment"));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   const TimePoint opened = Trip(*cb);
@@ -1363,7 +1366,7 @@ TEST(CircuitBreaker, OneEventCanHoldTwoTransitions) {
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.permitted_number_of_calls_in_half_open_state = 1;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   const TimePoint opened = Trip(*cb);
@@ -1382,7 +1385,7 @@ TEST(CircuitBreaker, ListenerSeesRejectionsAndOutcomes) {
   CircuitBreakerConfig config = CountConfig();
   config.slow_call_duration_threshold = 1s;
   config.slow_call_rate_threshold = 100;
-  auto cb = Make(config, clock, "payment");
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock, "payment"));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   Succeed(*cb, 2s);
@@ -1406,9 +1409,9 @@ TEST(CircuitBreaker, ListenerSeesRejectionsAndOutcomes) {
   EXPECT_EQ(rec->rejections[0].reason, "open");
   EXPECT_EQ(rec->rejections[0].retry_at, kEpoch + 5s);
   clock.Set(kEpoch + 5s + kTick);
-  Permit a = Acquire(*cb);
-  Permit b = Acquire(*cb);
-  Permit c = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit a, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit b, cb->TryAcquire());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit c, cb->TryAcquire());
   ExpectRejected(*cb, "half_open_full");
   ASSERT_EQ(rec->rejections.size(), 2u);
   EXPECT_EQ(rec->rejections[1].state, State::kHalfOpen);
@@ -1428,7 +1431,7 @@ class ThrowingListener : public CircuitBreakerListener {
 
 TEST(CircuitBreaker, ThrowingListenerDoesNotBreakTheBreaker) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   cb->AddListener(std::make_shared<ThrowingListener>());
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
@@ -1453,7 +1456,7 @@ class ThrowingOutcomeListener : public CircuitBreakerListener {
 
 TEST(CircuitBreaker, ThrowingOutcomeListenerIsCountedPerEvent) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   cb->AddListener(std::make_shared<ThrowingOutcomeListener>());
   Succeed(*cb);
   Fail(*cb);
@@ -1465,7 +1468,7 @@ TEST(CircuitBreaker, ThrowingOutcomeListenerIsCountedPerEvent) {
 
 TEST(CircuitBreaker, LaterOverrideReplacesEarlierOne) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   cb->ForceOpen({.reason = "first", .actor = "a", .expires_after = 10s});
   cb->Disable({.reason = "second", .actor = "b"});
   EXPECT_EQ(cb->state(), State::kDisabled);
@@ -1481,7 +1484,7 @@ TEST(CircuitBreaker, LaterOverrideReplacesEarlierOne) {
 
 TEST(CircuitBreaker, IsQuiescentOnlyWhenClosedAndClean) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   EXPECT_TRUE(cb->IsQuiescent());
   Succeed(*cb);
   EXPECT_TRUE(cb->IsQuiescent());
@@ -1498,7 +1501,7 @@ TEST(CircuitBreaker, IsQuiescentOnlyWhenClosedAndClean) {
 
 TEST(CircuitBreaker, RemovedListenerHearsNothingMore) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   auto rec = std::make_shared<Recorder>();
   const std::uint64_t id = cb->AddListener(rec);
   Succeed(*cb);
@@ -1514,7 +1517,7 @@ TEST(CircuitBreaker, RemovedListenerHearsNothingMore) {
 
 TEST(CircuitBreaker, ListenerIdsAreDistinct) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   const std::uint64_t a = cb->AddListener(std::make_shared<Recorder>());
   const std::uint64_t b = cb->AddListener(std::make_shared<Recorder>());
   EXPECT_NE(a, b);
@@ -1527,7 +1530,7 @@ TEST(CircuitBreaker, ListenerIdsAreDistinct) {
 
 TEST(CircuitBreaker, CallReturnsResultOfTheValue) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   Result<int> r = cb->Call([] { return 42; });
   ASSERT_TRUE(r.has_value()) << r.error();
   EXPECT_EQ(*r, 42);
@@ -1539,7 +1542,7 @@ TEST(CircuitBreaker, CallReturnsResultOfTheValue) {
 
 TEST(CircuitBreaker, CallReturnsStatusForVoid) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   int runs = 0;
   Status s = cb->Call([&] { ++runs; });
   EXPECT_TRUE(s.ok()) << s;
@@ -1549,7 +1552,7 @@ TEST(CircuitBreaker, CallReturnsStatusForVoid) {
 
 TEST(CircuitBreaker, CallPassesStatusThroughAndCountsNonOkAsFailure) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   Status ok = cb->Call([] { return Status(); });
   EXPECT_TRUE(ok.ok());
   Status s = cb->Call([] { return Status::Unavailable("payment down"); });
@@ -1561,7 +1564,7 @@ TEST(CircuitBreaker, CallPassesStatusThroughAndCountsNonOkAsFailure) {
 
 TEST(CircuitBreaker, CallPassesResultThroughAndCountsErrorAsFailure) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   Result<int> good = cb->Call([]() -> Result<int> { return 7; });
   ASSERT_TRUE(good.has_value());
   EXPECT_EQ(*good, 7);
@@ -1575,7 +1578,7 @@ TEST(CircuitBreaker, CallPassesResultThroughAndCountsErrorAsFailure) {
 
 TEST(CircuitBreaker, CallWithClassifierReturningOutcomeKind) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   auto classify = [](const int& code) {
     if (code >= 500) return OutcomeKind::kFailure;
     if (code >= 400) return OutcomeKind::kIgnored;
@@ -1599,7 +1602,7 @@ TEST(CircuitBreaker, CallWithClassifierReturningOutcomeWithOpenFor) {
   CircuitBreakerConfig config = CountConfig();
   config.minimum_number_of_calls = 100;
   config.sliding_window_size = 100;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   int runs = 0;
   Result<int> r = cb->Call(
       [&] {
@@ -1626,7 +1629,7 @@ TEST(CircuitBreaker, CallMeasuresDurationOnTheClock) {
   CircuitBreakerConfig config = CountConfig();
   config.slow_call_duration_threshold = 1s;
   config.call_timing = CallTiming::kPrecise;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
   Result<int> r = cb->Call([&] {
@@ -1646,7 +1649,7 @@ TEST(CircuitBreaker, CallMeasuresDurationOnTheClock) {
 
 TEST(CircuitBreaker, CallRecordsAndRethrowsExceptionsUnchanged) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   try {
     (void)cb->Call([]() -> int { throw std::runtime_error("boom"); });
     ADD_FAILURE() << "no exception";
@@ -1679,7 +1682,7 @@ TEST(CircuitBreaker, CallClassifiesExceptionsWithTheConfiguredClassifier) {
       return Outcome::Failure();
     }
   };
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   EXPECT_THROW((void)cb->Call([]() -> int { throw std::invalid_argument("client"); }),
                std::invalid_argument);
   EXPECT_EQ(cb->metrics().buffered_calls, 0);
@@ -1693,7 +1696,7 @@ TEST(CircuitBreaker, CallClassifiesExceptionsWithTheConfiguredClassifier) {
 
 TEST(CircuitBreaker, RejectedCallDoesNotRunTheCallable) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   ASSERT_TRUE(cb->TransitionToOpen().ok());
   int runs = 0;
   Result<int> r = cb->Call([&] { return ++runs; });
@@ -1731,7 +1734,7 @@ TEST(CircuitBreaker, RejectedCallDoesNotRunTheCallable) {
 
 TEST(CircuitBreaker, ForcedOpenCallIsRejectedWithForcedOpenReason) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
   cb->ForceOpen({.reason = "drill", .actor = "ops"});
   int runs = 0;
   Status s = cb->Call([&] { ++runs; });
@@ -1824,7 +1827,8 @@ TEST(CircuitBreaker, CreateFailsWithInvalidArgumentNamingTheField) {
 
 TEST(CircuitBreaker, CreateKeepsNameConfigAndClock) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock, "payment-api:charge:ap-northeast");
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb,
+                               Make(CountConfig(), clock, "payment-api:charge:ap-northeast"));
   EXPECT_EQ(cb->name(), "payment-api:charge:ap-northeast");
   EXPECT_EQ(cb->config().sliding_window_size, 10);
   EXPECT_EQ(&cb->clock(), &clock);
@@ -1845,13 +1849,13 @@ TEST(CircuitBreaker, MetricsCountEverything) {
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.slow_call_duration_threshold = 100ms;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   Succeed(*cb, 10ms);
   Succeed(*cb, 200ms);
   Fail(*cb, 10ms);
   Fail(*cb, 300ms);
   {
-    Permit p = Acquire(*cb);
+    FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit p, cb->TryAcquire());
     p.Ignore();
   }
   CircuitBreakerMetrics m = cb->metrics();
@@ -1882,7 +1886,7 @@ TEST(CircuitBreaker, TimeBasedMetricsKeepAgingWhileOpen) {
   ManualClock clock;
   CircuitBreakerConfig config = TimeConfig();
   config.wait_duration_in_open_state = 60s;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   for (int i = 0; i < 5; ++i) Fail(*cb);
   ASSERT_EQ(cb->state(), State::kOpen);
   EXPECT_EQ(cb->metrics().failure_rate, 100.0f);
@@ -1896,7 +1900,7 @@ TEST(CircuitBreaker, HalfOpenUsesCountWindowEvenWhenClosedWindowIsTimeBased) {
   // Note point 5: probes go into a COUNT_BASED window of size permitted.
   ManualClock clock;
   CircuitBreakerConfig config = TimeConfig();
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   for (int i = 0; i < 5; ++i) Fail(*cb);
   ASSERT_EQ(cb->state(), State::kOpen);
   clock.Advance(5s + kTick);
@@ -1915,13 +1919,13 @@ TEST(CircuitBreaker, DefaultModeDropsOutcomeFromClosedEpochReportedInHalfOpen) {
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.permitted_number_of_calls_in_half_open_state = 1;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   auto rec = std::make_shared<Recorder>();
   cb->AddListener(rec);
-  Permit late = Acquire(*cb);  // taken in CLOSED
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit late, cb->TryAcquire());  // taken in CLOSED
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
-  Permit probe = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
   ASSERT_EQ(cb->state(), State::kHalfOpen);
   late.Failure(1ms);
   EXPECT_EQ(cb->state(), State::kHalfOpen);  // decides nothing
@@ -1938,11 +1942,11 @@ TEST(CircuitBreaker, Resilience4jModeCountsOutcomeFromClosedAsProbe) {
   CircuitBreakerConfig config = CountConfig();
   config.permitted_number_of_calls_in_half_open_state = 1;
   config.compatibility = Compatibility::kResilience4j;
-  auto cb = Make(config, clock);
-  Permit late = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit late, cb->TryAcquire());
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
-  Permit probe = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
   ASSERT_EQ(cb->state(), State::kHalfOpen);
   late.Failure(1ms);  // 1 of 1 failed: reopen
   EXPECT_EQ(cb->state(), State::kOpen);
@@ -1954,8 +1958,8 @@ TEST(CircuitBreaker, Resilience4jModeCountsOutcomeFromClosedAsProbe) {
 
 TEST(CircuitBreaker, DefaultModeDropsOutcomeFromClosedReportedInOpen) {
   ManualClock clock;
-  auto cb = Make(CountConfig(), clock);
-  Permit late = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit late, cb->TryAcquire());
   for (int i = 0; i < 5; ++i) Succeed(*cb);
   for (int i = 0; i < 5; ++i) Fail(*cb);
   ASSERT_EQ(cb->state(), State::kOpen);
@@ -1971,8 +1975,8 @@ TEST(CircuitBreaker, Resilience4jModeAddsOutcomeReportedInOpenToTheTrippedWindow
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.compatibility = Compatibility::kResilience4j;
-  auto cb = Make(config, clock);
-  Permit late = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit late, cb->TryAcquire());
   for (int i = 0; i < 5; ++i) Succeed(*cb);
   for (int i = 0; i < 5; ++i) Fail(*cb);
   ASSERT_EQ(cb->state(), State::kOpen);
@@ -1992,11 +1996,11 @@ TEST(CircuitBreaker, DefaultModeIgnoredPermitFromClosedGivesNoProbeSlot) {
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.permitted_number_of_calls_in_half_open_state = 1;
-  auto cb = Make(config, clock);
-  Permit early = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit early, cb->TryAcquire());
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
-  Permit probe = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
   ExpectRejected(*cb, "half_open_full");
   early.Ignore();
   ExpectRejected(*cb, "half_open_full");
@@ -2009,14 +2013,14 @@ TEST(CircuitBreaker, Resilience4jModeIgnoredPermitFromClosedGivesAProbeSlot) {
   CircuitBreakerConfig config = CountConfig();
   config.permitted_number_of_calls_in_half_open_state = 1;
   config.compatibility = Compatibility::kResilience4j;
-  auto cb = Make(config, clock);
-  Permit early = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit early, cb->TryAcquire());
   const TimePoint opened = Trip(*cb);
   clock.Set(opened + 5s + kTick);
-  Permit probe = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
   ExpectRejected(*cb, "half_open_full");
   early.Ignore();  // note point 14: more than `permitted` probes get in
-  Permit extra = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit extra, cb->TryAcquire());
   EXPECT_EQ(cb->state(), State::kHalfOpen);
   probe.Success(1ms);
   EXPECT_EQ(cb->state(), State::kClosed);
@@ -2030,12 +2034,12 @@ TEST(CircuitBreaker, Resilience4jModeProbeReportedAfterVerdictGoesIntoTheNextWin
   CircuitBreakerConfig config = CountConfig();
   config.minimum_number_of_calls = 2;
   config.compatibility = Compatibility::kResilience4j;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   Fail(*cb);
   Fail(*cb);
   ASSERT_EQ(cb->state(), State::kOpen);
   clock.Advance(5s + kTick);
-  Permit straggler = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit straggler, cb->TryAcquire());
   Succeed(*cb);
   Succeed(*cb);
   ASSERT_EQ(cb->state(), State::kClosed);
@@ -2049,12 +2053,12 @@ TEST(CircuitBreaker, DefaultModeProbeReportedAfterVerdictIsDropped) {
   ManualClock clock;
   CircuitBreakerConfig config = CountConfig();
   config.minimum_number_of_calls = 2;
-  auto cb = Make(config, clock);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
   Fail(*cb);
   Fail(*cb);
   ASSERT_EQ(cb->state(), State::kOpen);
   clock.Advance(5s + kTick);
-  Permit straggler = Acquire(*cb);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit straggler, cb->TryAcquire());
   Succeed(*cb);
   Succeed(*cb);
   ASSERT_EQ(cb->state(), State::kClosed);
@@ -2068,7 +2072,7 @@ TEST(CircuitBreaker, Resilience4jModeMatchesDefaultOnOrdinaryCycles) {
     ManualClock clock;
     CircuitBreakerConfig config = CountConfig();
     config.compatibility = compat;
-    auto cb = Make(config, clock);
+    FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
     auto rec = std::make_shared<Recorder>();
     cb->AddListener(rec);
     const TimePoint opened = Trip(*cb);
@@ -2171,6 +2175,41 @@ TEST(CircuitBreakerListenerInterests, AListenerGetsOnlyWhatItAskedFor) {
   EXPECT_EQ(l->transitions, 1);
   EXPECT_EQ(l->outcomes, 0);
   EXPECT_EQ(l->rejections, 0);
+}
+
+// The probes' verdict counts a slow-call rate at the threshold as failing,
+// as the failure rate: one slow probe of two at 50 % reopens.
+TEST(CircuitBreaker, ProbesAtTheSlowCallRateThresholdReopen) {
+  ManualClock clock;
+  CircuitBreakerConfig config = CountConfig();
+  config.permitted_number_of_calls_in_half_open_state = 2;
+  config.slow_call_rate_threshold = 50;
+  config.slow_call_duration_threshold = 1s;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
+  cb->TransitionToHalfOpen();
+  ASSERT_EQ(cb->state(), State::kHalfOpen);
+  Succeed(*cb, 2s);  // slow
+  Succeed(*cb, 1ms);
+  EXPECT_EQ(cb->state(), State::kOpen);
+}
+
+// An operator's override with an expiry ends at that instant: a call at
+// expires_after is admitted (CLOSED again), one just before is not.
+TEST(CircuitBreaker, AForcedOpenEndsExactlyAtItsExpiry) {
+  ManualClock clock;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
+  OverrideOptions o;
+  o.reason = "drill";
+  o.expires_after = 10s;
+  cb->ForceOpen(o);
+  ASSERT_EQ(cb->state(), State::kForcedOpen);
+  clock.Advance(10s - Duration(1));
+  EXPECT_FALSE(cb->TryAcquire().has_value());
+  clock.Advance(Duration(1));
+  Result<Permit> p = cb->TryAcquire();
+  ASSERT_TRUE(p.has_value()) << p.error();
+  p->Success(1ms);
+  EXPECT_EQ(cb->state(), State::kClosed);
 }
 
 }  // namespace

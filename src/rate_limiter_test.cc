@@ -88,6 +88,14 @@ TEST_F(RateLimiterTest, MultiplePermitsAtOnce) {
   EXPECT_TRUE(limiter->TryAcquire(1).ok());  // A refusal took nothing.
 }
 
+// A whole period's permits may be taken at once (limit_for_period is the
+// largest request, not one past it); then none is left.
+TEST_F(RateLimiterTest, AllOfAPeriodsPermitsAtOnce) {
+  auto limiter = Make({.limit_for_period = 4, .limit_refresh_period = 400ms});
+  EXPECT_TRUE(limiter->TryAcquire(4).ok());
+  EXPECT_FALSE(limiter->TryAcquire(1).ok());
+}
+
 TEST_F(RateLimiterTest, UnevenPeriodRoundsTowardsFewerCalls) {
   // 1 s / 3 = 333,333,333.3 ns: T is rounded up, so 3 permits never come back
   // within exactly one second.

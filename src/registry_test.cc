@@ -257,6 +257,29 @@ TEST_F(RegistryTest, IdleBreakerIsDroppedOnlyAfterIdleTimeoutBySweep) {
   EXPECT_EQ(EventsOf(Kind::kEvictedIdle), (std::vector<Event>{{Kind::kEvictedIdle, "idle", 0}}));
 }
 
+// An OPEN breaker nobody asks for again: kept while its wait runs and for
+// idle_timeout after it ends (the dependency may still be down, and a new
+// breaker would start CLOSED and call it), dropped once it ended longer ago.
+TEST_F(RegistryTest, AnOpenBreakerIsDroppedOnlyOnceItsWaitEndedMoreThanIdleTimeoutAgo) {
+  Build(Options());  // idle 15 min; SmallConfig stays OPEN for an hour
+  {
+    std::shared_ptr<CircuitBreaker> cb = Get("tripped");
+    FailOnce(*cb);
+    FailOnce(*cb);
+    ASSERT_EQ(cb->state(), State::kOpen);
+    ASSERT_EQ(cb->metrics().retry_at, clock_.Now() + 1h);
+  }
+  clock_.Advance(30min);  // idle for longer than idle_timeout, the wait runs
+  EXPECT_EQ(registry_->Sweep(), 0u);
+  clock_.Advance(30min + 15min - 1s);  // the wait ended just under 15 min ago
+  EXPECT_EQ(registry_->Sweep(), 0u);
+  EXPECT_NE(registry_->Find("tripped"), nullptr);
+  clock_.Advance(2s);
+  EXPECT_EQ(registry_->Sweep(), 1u);
+  EXPECT_EQ(registry_->Find("tripped"), nullptr);
+  EXPECT_EQ(EventsOf(Kind::kEvictedIdle), (std::vector<Event>{{Kind::kEvictedIdle, "tripped", 0}}));
+}
+
 TEST_F(RegistryTest, GetRunsTheSweepAtMostOncePerInterval) {
   Build(Options());
   Get("x");

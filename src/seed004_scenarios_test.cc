@@ -34,6 +34,7 @@
 #include "fusebox/clock.h"
 #include "fusebox/status.h"
 #include "fusebox/testing/manual_clock.h"
+#include "fusebox/testing/status_macros.h"
 
 namespace fusebox {
 namespace {
@@ -112,11 +113,12 @@ struct ScenarioRun {
 // Drives calls 1..40 through a breaker built from `config`. The payment
 // service is down for calls [outage_first, outage_last]. Calls arrive at
 // kEpoch + k s + k * hair (see the file comment).
-ScenarioRun Drive(const CircuitBreakerConfig& config, int outage_first, int outage_last,
-                  Duration hair = 1ms) {
+// An error if the breaker cannot be made (FUSEBOX_ASSERT_OK_AND_ASSIGN).
+Result<ScenarioRun> Drive(const CircuitBreakerConfig& config, int outage_first, int outage_last,
+                          Duration hair = 1ms) {
   ManualClock clock;
   auto created = CircuitBreaker::Create("payment", config, clock);
-  EXPECT_TRUE(created.has_value()) << created.error();
+  if (!created) return created.error();
   std::unique_ptr<CircuitBreaker> breaker = std::move(created).value();
   auto recorder = std::make_shared<TransitionRecorder>();
   breaker->AddListener(recorder);
@@ -177,7 +179,7 @@ constexpr Timeline kDefault{"SSSSSSSSSSFFFFFRRRRFFFRRRRSSSSSSSSSSSSSS",
                             "CCCCCCCCCCCCCCOOOOOHHOOOOOHHCCCCCCCCCCCC"};
 
 TEST(Seed004, DefaultPreset) {
-  const ScenarioRun run = Drive(SeedConfig(), 11, 25);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const ScenarioRun run, Drive(SeedConfig(), 11, 25));
   ExpectTimeline(run, kDefault);
   EXPECT_EQ(StateSequence(run.transitions), "CLOSED>OPEN>HALF_OPEN>OPEN>HALF_OPEN>CLOSED");
   EXPECT_EQ(run.totals.successes, 24);
@@ -228,7 +230,8 @@ constexpr Timeline kDefaultOnWholeSeconds{"SSSSSSSSSSFFFFFRRRRRFFFRRRRRSSSSSSSSS
                                           "CCCCCCCCCCCCCCOOOOOOHHOOOOOOHHCCCCCCCCCC"};
 
 TEST(Seed004, DefaultPresetOnExactWholeSeconds) {
-  const ScenarioRun run = Drive(SeedConfig(), 11, 25, /*hair=*/Duration::zero());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const ScenarioRun run,
+                               Drive(SeedConfig(), 11, 25, /*hair=*/Duration::zero()));
   ExpectTimeline(run, kDefaultOnWholeSeconds);
   EXPECT_EQ(StateSequence(run.transitions), "CLOSED>OPEN>HALF_OPEN>OPEN>HALF_OPEN>CLOSED");
   EXPECT_EQ(run.totals.successes, 22);
@@ -301,7 +304,7 @@ constexpr Timeline kThreshold30{"SSSSSSSSSSFFFRRRRFFFRRRRFSSRRRRSSSSSSSSS",
 TEST(Seed004, Threshold30Preset) {
   CircuitBreakerConfig config = SeedConfig();
   config.failure_rate_threshold = 30;
-  const ScenarioRun run = Drive(config, 11, 25);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const ScenarioRun run, Drive(config, 11, 25));
   ExpectTimeline(run, kThreshold30);
   EXPECT_EQ(StateSequence(run.transitions),
             "CLOSED>OPEN>HALF_OPEN>OPEN>HALF_OPEN>OPEN>HALF_OPEN>CLOSED");
@@ -327,7 +330,7 @@ constexpr Timeline kWait10s{"SSSSSSSSSSFFFFFRRRRRRRRRFSSSSSSSSSSSSSSS",
 TEST(Seed004, Wait10sPreset) {
   CircuitBreakerConfig config = SeedConfig();
   config.wait_duration_in_open_state = 10s;
-  const ScenarioRun run = Drive(config, 11, 25);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const ScenarioRun run, Drive(config, 11, 25));
   ExpectTimeline(run, kWait10s);
   EXPECT_EQ(StateSequence(run.transitions), "CLOSED>OPEN>HALF_OPEN>CLOSED");
   EXPECT_EQ(run.totals.successes, 25);
@@ -348,7 +351,7 @@ constexpr Timeline kShortOutage{"SSSSSSSSSSFFFFFSSSSSSSSSSSSSSSSSSSSSSSSS",
 TEST(Seed004, ShortOutagePreset) {
   CircuitBreakerConfig config = SeedConfig();
   config.failure_rate_threshold = 80;
-  const ScenarioRun run = Drive(config, 11, 15);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const ScenarioRun run, Drive(config, 11, 15));
   ExpectTimeline(run, kShortOutage);
   EXPECT_TRUE(run.transitions.empty()) << StateSequence(run.transitions);
   EXPECT_EQ(run.totals.successes, 35);

@@ -136,7 +136,7 @@ TEST(Status, IsNodiscardAndCheapToMove) {
 
 TEST(Result, HoldsAValue) {
   Result<int> r = 42;
-  EXPECT_TRUE(r.has_value());
+  ASSERT_TRUE(r.has_value());
   EXPECT_TRUE(static_cast<bool>(r));
   EXPECT_EQ(r.value(), 42);
   EXPECT_EQ(*r, 42);
@@ -236,7 +236,7 @@ TEST(Result, CopyMoveAndAssignmentKeepLifetimesBalanced) {
     int before = Tracked::live;
     e = b;  // error <- value
     EXPECT_EQ(Tracked::live, before + 1);
-    EXPECT_TRUE(e.has_value());
+    ASSERT_TRUE(e.has_value());
     EXPECT_EQ(e->v, 1);
     b = Result<Tracked>(Status::Unavailable("gone"));  // value <- error
     EXPECT_EQ(Tracked::live, before);

@@ -9,14 +9,17 @@
 #include <vector>
 
 #include "apps/fusebox/test_util.h"
+#include "fusebox/testing/status_macros.h"
 
 namespace fusebox::app {
 namespace {
 
-SimRun Simulated(const Scenario& s) {
-  Result<SimRun> run = Simulate(s);
-  EXPECT_TRUE(run.has_value()) << run.error();
-  return std::move(run).value();
+// The run of preset `name` (FUSEBOX_ASSERT_OK_AND_ASSIGN fails the test if
+// there is none or it does not run).
+Result<SimRun> SimulatedPreset(std::string_view name) {
+  Result<Scenario> preset = FindPreset(name);
+  if (!preset) return preset.error();
+  return Simulate(*preset);
 }
 
 TEST(Narration, DefaultPresetInKoreanIsTheSeedsTimeline) {
@@ -25,14 +28,14 @@ TEST(Narration, DefaultPresetInKoreanIsTheSeedsTimeline) {
   const std::vector<std::string> seed =
       testing::Lines(testing::ReadFile(testing::TestData("seed004_default.ko.txt")));
   ASSERT_EQ(seed.size(), 40u);
-  const std::vector<std::string> lines =
-      NarrateCalls(Simulated(FindPreset("default").value()), Language::kKorean);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run, SimulatedPreset("default"));
+  const std::vector<std::string> lines = NarrateCalls(run, Language::kKorean);
   ASSERT_EQ(lines.size(), 40u);
   for (std::size_t i = 0; i < seed.size(); ++i) EXPECT_EQ(lines[i], seed[i]) << "call " << i + 1;
 }
 
 TEST(Narration, DefaultPresetGolden) {
-  const SimRun run = Simulated(FindPreset("default").value());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run, SimulatedPreset("default"));
   for (const auto& [lang, file] : {std::pair{Language::kKorean, "default.ko.txt"},
                                    std::pair{Language::kEnglish, "default.en.txt"}}) {
     std::ostringstream out;
@@ -42,8 +45,9 @@ TEST(Narration, DefaultPresetGolden) {
 }
 
 TEST(Narration, EnglishKeyLines) {
-  const std::vector<std::string> en =
-      NarrateCalls(Simulated(FindPreset("default").value()), Language::kEnglish);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run, SimulatedPreset("default"));
+  const std::vector<std::string> en = NarrateCalls(run, Language::kEnglish);
+  ASSERT_EQ(en.size(), 40u);
   EXPECT_EQ(en[0], "1. 1 s: Payment service call succeeded.");
   EXPECT_EQ(en[9],
             "10. 10 s: Payment service call succeeded. Failure rate over the last 10 calls: 0%.");
@@ -61,7 +65,7 @@ TEST(Narration, EnglishKeyLines) {
 }
 
 TEST(Narration, SummaryInBothLanguages) {
-  const SimRun run = Simulated(FindPreset("default").value());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run, SimulatedPreset("default"));
   const std::vector<std::string> ko = NarrateSummary(run, Language::kKorean);
   EXPECT_EQ(ko[1],
             "• 상태가 CLOSED → OPEN → HALF_OPEN → OPEN → HALF_OPEN → CLOSED 순으로 바뀌었습니다.");
@@ -73,24 +77,25 @@ TEST(Narration, SummaryInBothLanguages) {
   EXPECT_EQ(en[4],
             "- Calls sent to the payment service while it was down: 8; without a circuit "
             "breaker, 15.");
-  const std::vector<std::string> none =
-      NarrateSummary(Simulated(FindPreset("no-breaker").value()), Language::kKorean);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun no_breaker, SimulatedPreset("no-breaker"));
+  const std::vector<std::string> none = NarrateSummary(no_breaker, Language::kKorean);
   EXPECT_EQ(none[1], "• 서킷 브레이커가 없어 모든 호출이 결제 서비스로 갔습니다.");
   EXPECT_EQ(none[3], "• 요청 스레드가 기다린 시간은 모두 45초입니다.");
-  const std::vector<std::string> calm =
-      NarrateSummary(Simulated(FindPreset("short-outage").value()), Language::kKorean);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun short_outage, SimulatedPreset("short-outage"));
+  const std::vector<std::string> calm = NarrateSummary(short_outage, Language::kKorean);
   EXPECT_EQ(calm[1], "• 상태가 CLOSED에서 바뀌지 않았습니다.");
 }
 
 TEST(Narration, SlowCallsAndTimeBasedWindow) {
-  Scenario s = FindPreset("default").value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Scenario s, FindPreset("default"));
   s.outages.clear();
   s.slowdowns = {Slowdown{TimeWindow{std::chrono::seconds(11), std::chrono::seconds(15)},
                           std::chrono::seconds(2)}};
   s.breaker.slow_call_duration_threshold = std::chrono::seconds(1);
   s.breaker.slow_call_rate_threshold = 50;
   s.breaker.sliding_window_type = SlidingWindowType::kTimeBased;
-  const std::vector<std::string> en = NarrateCalls(Simulated(s), Language::kEnglish);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run_en, Simulate(s));
+  const std::vector<std::string> en = NarrateCalls(run_en, Language::kEnglish);
   EXPECT_EQ(en[10],
             "11. 11 s: Payment service call succeeded in 2 s. It counts as a slow call (over 1 s). "
             "Failure rate over the last 10 s: 0%, slow-call rate 10%.");
@@ -100,7 +105,8 @@ TEST(Narration, SlowCallsAndTimeBasedWindow) {
                              std::string::npos;
   }
   EXPECT_TRUE(tripped);
-  const std::vector<std::string> ko = NarrateCalls(Simulated(s), Language::kKorean);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run_ko, Simulate(s));
+  const std::vector<std::string> ko = NarrateCalls(run_ko, Language::kKorean);
   EXPECT_EQ(ko[10],
             "11. 11초: 결제 서비스 호출 성공(2초 걸림). 1초를 넘긴 느린 호출로 셉니다. 최근 10초의 "
             "실패율 "
@@ -108,13 +114,14 @@ TEST(Narration, SlowCallsAndTimeBasedWindow) {
 }
 
 TEST(Narration, ErrorsAndAnyFailurePolicy) {
-  Scenario s = FindPreset("default").value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Scenario s, FindPreset("default"));
   s.outages.clear();
   s.latency = std::chrono::milliseconds(200);
   s.error_bursts = {
       ErrorBurst{TimeWindow{std::chrono::seconds(11), std::chrono::seconds(10)}, 1.0}};
   s.breaker.half_open_policy = HalfOpenPolicy::kAnyFailureReopens;
-  const std::vector<std::string> en = NarrateCalls(Simulated(s), Language::kEnglish);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run_en, Simulate(s));
+  const std::vector<std::string> en = NarrateCalls(run_en, Language::kEnglish);
   EXPECT_EQ(en[10].rfind("11. 11 s: The payment service answers with an error after 0.2 s: the "
                          "call fails.",
                          0),
@@ -138,7 +145,7 @@ TEST(Narration, BreakerSettings) {
             "slidingWindowSize=10 minimumNumberOfCalls=10 failureRateThreshold=50 "
             "waitDurationInOpenState=5s permittedNumberOfCallsInHalfOpenState=3");
   EXPECT_EQ(BreakerSettingsText(FindPreset("no-breaker").value()), "none");
-  Scenario s = FindPreset("default").value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Scenario s, FindPreset("default"));
   s.breaker.compatibility = Compatibility::kResilience4j;
   EXPECT_NE(BreakerSettingsText(s).find("compatibility=resilience4j"), std::string::npos);
 }

@@ -10,18 +10,19 @@
 #include <string>
 
 #include "apps/fusebox/test_util.h"
+#include "fusebox/testing/status_macros.h"
 
 namespace fusebox::app {
 namespace {
 
 using namespace std::chrono_literals;
 
-SimRun RunPreset(const std::string& name) {
+// The run of preset `name` (FUSEBOX_ASSERT_OK_AND_ASSIGN fails the test if
+// there is none or it does not run).
+Result<SimRun> RunPreset(const std::string& name) {
   Result<Scenario> preset = FindPreset(name);
-  EXPECT_TRUE(preset.has_value()) << name;
-  Result<SimRun> run = Simulate(*preset);
-  EXPECT_TRUE(run.has_value()) << run.error();
-  return std::move(run).value();
+  if (!preset) return preset.error();
+  return Simulate(*preset);
 }
 
 // One character per call: S success, F failure, R rejected; and the state
@@ -57,7 +58,7 @@ std::string States(const SimSummary& s) {
 }
 
 TEST(Sim, DefaultPresetIsTheSeedsTimeline) {
-  const SimRun run = RunPreset("default");
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run, RunPreset("default"));
   EXPECT_EQ(Timeline(run).first, "SSSSSSSSSSFFFFFRRRRFFFRRRRSSSSSSSSSSSSSS");
   EXPECT_EQ(Timeline(run).second, "CCCCCCCCCCCCCCOOOOOHHOOOOOHHCCCCCCCCCCCC");
   EXPECT_EQ(States(run.summary), "CLOSED>OPEN>HALF_OPEN>OPEN>HALF_OPEN>CLOSED");
@@ -95,7 +96,7 @@ TEST(Sim, OtherPresets) {
            Want{"no-breaker", "SSSSSSSSSSFFFFFFFFFFFFFFFSSSSSSSSSSSSSSS",
                 "DDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDD", "DISABLED", 25, 15, 0},
        }) {
-    const SimRun run = RunPreset(w.name);
+    FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run, RunPreset(w.name));
     EXPECT_EQ(Timeline(run).first, w.result) << w.name;
     EXPECT_EQ(Timeline(run).second, w.state) << w.name;
     EXPECT_EQ(States(run.summary), w.states) << w.name;
@@ -105,8 +106,24 @@ TEST(Sim, OtherPresets) {
   }
 }
 
+// A call exactly as long as slowCallDurationThreshold is not slow (as the
+// breaker counts it); a millisecond more is.
+TEST(Sim, ACallAtTheSlowThresholdIsNotSlow) {
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Scenario s, FindPreset("default"));
+  s.outages.clear();
+  s.breaker.slow_call_duration_threshold = std::chrono::seconds(1);
+  s.latency = std::chrono::seconds(1);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun at, Simulate(s));
+  ASSERT_FALSE(at.calls.empty());
+  for (const CallRecord& rec : at.calls) EXPECT_FALSE(rec.slow);
+  s.latency = std::chrono::seconds(1) + std::chrono::milliseconds(1);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun over, Simulate(s));
+  ASSERT_FALSE(over.calls.empty());
+  EXPECT_TRUE(over.calls.front().slow);
+}
+
 TEST(Sim, JsonLinesSchema) {
-  const SimRun run = RunPreset("default");
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run, RunPreset("default"));
   std::ostringstream out;
   WriteSimJson(run, out);
   const std::vector<std::string> lines = testing::Lines(out.str());
@@ -142,29 +159,29 @@ TEST(Sim, JsonLinesSchema) {
 }
 
 TEST(Sim, HairStaysBelowHalfAnIntervalForFastCallRates) {
-  Scenario s = FindPreset("default").value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Scenario s, FindPreset("default"));
   s.interval = 10ms;
   s.calls = 1000;
-  const SimRun run = Simulate(s).value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run, Simulate(s));
   EXPECT_EQ(run.hair, 5us);
   EXPECT_LE(run.calls.back().at - run.calls.back().nominal, s.interval / 2);
 }
 
 TEST(Sim, ErrorDrawsAreSeededAndIndependentOfTheBreaker) {
-  Scenario s = FindPreset("default").value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Scenario s, FindPreset("default"));
   s.outages.clear();
   s.failure_probability = 0.3;
   s.seed = 7;
-  const SimRun a = Simulate(s).value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun a, Simulate(s));
   s.breaker_enabled = false;
-  const SimRun b = Simulate(s).value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun b, Simulate(s));
   EXPECT_EQ(a.summary.calls_to_down_dependency_without_breaker,
             b.summary.calls_to_down_dependency_without_breaker);
   for (std::size_t i = 0; i < a.calls.size(); ++i) {
     EXPECT_EQ(a.calls[i].answer.kind, b.calls[i].answer.kind) << i;
   }
   s.seed = 8;
-  const SimRun c = Simulate(s).value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun c, Simulate(s));
   bool differs = false;
   for (std::size_t i = 0; i < a.calls.size(); ++i) {
     differs = differs || a.calls[i].answer.kind != c.calls[i].answer.kind;
@@ -173,10 +190,10 @@ TEST(Sim, ErrorDrawsAreSeededAndIndependentOfTheBreaker) {
 }
 
 TEST(Sim, AutomaticTransitionFiresAtItsDeadlineBetweenCalls) {
-  Scenario s = FindPreset("default").value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Scenario s, FindPreset("default"));
   s.breaker.automatic_transition_from_open_to_half_open_enabled = true;
   s.breaker.wait_duration_in_open_state = 4500ms;
-  const SimRun run = Simulate(s).value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run, Simulate(s));
   // OPEN at call 15 (15.015 s); the timer moves it to HALF_OPEN at 19.515 s,
   // before call 20 arrives.
   ASSERT_EQ(run.calls[19].on_clock.size(), 1u);

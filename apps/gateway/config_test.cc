@@ -116,6 +116,32 @@ TEST(GatewayConfig, RegistryBoundsAreChecked) {
   EXPECT_THAT(std::string(zero.error().message()), HasSubstr("breakers.max_breakers"));
 }
 
+// Each bound includes its limit, as docs/gateway.md writes it: max_breakers_hard
+// ">= max_breakers", a window of "[1s, 1d]", max_stale ">= fresh_for"; the
+// quota waits are whole seconds, rounded up (never a shorter wait than asked).
+TEST(GatewayConfig, BoundsIncludeTheirLimitsAndQuotaWaitsRoundUp) {
+  std::string text = kGood;
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    const std::size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  };
+  replace("  max_breakers_hard: 900\n", "  max_breakers_hard: 300\n");
+  replace("    window: 20s\n", "    window: 1s\n");
+  replace("    default_wait: 60s\n", "    default_wait: 1500ms\n    max_wait: 100ms\n");
+  replace("      max_stale: 1h\n", "      max_stale: 30s\n");
+  Result<GatewayConfig> c = ParseGatewayConfig(text, "gw.yaml", Env("tok"));
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->breakers.max_breakers_hard, 300u);
+  EXPECT_EQ(c->breakers.transient_window, std::chrono::seconds(1));
+  EXPECT_EQ(c->breakers.quota_default_wait, std::chrono::seconds(2));
+  EXPECT_EQ(c->breakers.quota_max_wait, std::chrono::seconds(1));
+  ASSERT_EQ(c->routes.size(), 1u);
+  ASSERT_TRUE(c->routes[0].cache.has_value());
+  EXPECT_EQ(c->routes[0].cache->max_stale, std::chrono::seconds(30));
+  EXPECT_EQ(c->routes[0].cache->fresh_for, std::chrono::seconds(30));
+}
+
 TEST(GatewayConfig, ErrorsNameFileLineColumnAndKey) {
   const std::string text = R"(listen: 127.0.0.1:8080
 upstreams:

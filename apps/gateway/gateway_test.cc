@@ -218,52 +218,71 @@ TEST_F(GatewayTest, RateLimitWithoutSnapshotIs429WithRetryAfterThenFailsFast) {
   EXPECT_EQ(Get("/v1/instagram/accounts/999/media").status, 200);
 }
 
+// A gateway of its own for a test that needs another configuration: the
+// test file's ConfigYaml plus `extra` (a breakers section, say), in front of
+// a FakeUpstream answering `route`, both on ManualClocks.
+class OwnGateway {
+ public:
+  void Start(FakeRoute route, const std::string& extra, const std::string& name) {
+    auto up = FakeUpstream::Start({.clock = &upstream_clock});
+    ASSERT_TRUE(up.has_value()) << up.error();
+    upstream = std::move(*up);
+    ASSERT_TRUE(upstream->SetRoute(std::move(route)).ok());
+    const std::string audit = ::testing::TempDir() + "gw_audit_" + name + ".jsonl";
+    gateway = StartGateway(ConfigYaml(upstream->url(), audit) + extra, name + ".yaml", clock, log);
+    ASSERT_NE(gateway, nullptr);
+  }
+  ~OwnGateway() {
+    if (gateway) gateway->Shutdown();
+  }
+  HttpReply Get(const std::string& target) {
+    Result<HttpReply> r = HttpFetch(gateway->address(), "GET", target);
+    EXPECT_TRUE(r.has_value()) << r.error();
+    return r.has_value() ? *r : HttpReply{};
+  }
+  HttpReply GetMedia(const std::string& account) {
+    return Get("/v1/instagram/accounts/" + account + "/media");
+  }
+  static Json Body(const HttpReply& r) { return Json::parse(r.body, nullptr, false); }
+
+  testing::ManualClock clock;
+  testing::ManualClock upstream_clock;
+  std::ostringstream log;
+  std::unique_ptr<FakeUpstream> upstream;
+  std::unique_ptr<Gateway> gateway;  // after upstream: shut down first
+};
+
 // breakers.max_breakers_hard bounds the registry when nothing can be
 // dropped: an upstream rate-limits every account (every quota circuit OPEN),
 // and beyond the ceiling a new account shares the quota template's overflow
 // breaker, which the first 429 opens; later new accounts then fail fast
 // without an upstream call instead of growing the registry.
 TEST(GatewayRegistryCeiling, NewAccountsBeyondTheCeilingShareAnOverflowBreaker) {
-  testing::ManualClock clock;
-  testing::ManualClock upstream_clock;
-  std::ostringstream log;
-  auto up = FakeUpstream::Start({.clock = &upstream_clock});
-  ASSERT_TRUE(up.has_value()) << up.error();
-  ASSERT_TRUE(
-      (*up)
-          ->SetRoute(
-              {"GET", "/v19.0/*/media", {{.status = 429, .headers = {{"Retry-After", "600"}}}}})
-          .ok());
-  const std::string audit = ::testing::TempDir() + "gw_audit_ceiling.jsonl";
-  std::unique_ptr<Gateway> gw = StartGateway(
-      ConfigYaml((*up)->url(), audit) + "breakers:\n  max_breakers: 2\n  max_breakers_hard: 4\n",
-      "ceiling.yaml", clock, log);
-  ASSERT_NE(gw, nullptr);
-  const auto get = [&](int account) {
-    Result<HttpReply> r = HttpFetch(gw->address(), "GET",
-                                    "/v1/instagram/accounts/" + std::to_string(account) + "/media");
-    EXPECT_TRUE(r.has_value()) << r.error();
-    return r.has_value() ? *r : HttpReply{};
-  };
+  OwnGateway g;
+  ASSERT_NO_FATAL_FAILURE(
+      g.Start({"GET", "/v19.0/*/media", {{.status = 429, .headers = {{"Retry-After", "600"}}}}},
+              "breakers:\n  max_breakers: 2\n  max_breakers_hard: 4\n", "ceiling"));
+  const auto get = [&](int account) { return g.GetMedia(std::to_string(account)); };
   // The first accounts get breakers of their own (two each), OPEN; the
   // first whose quota call goes through the overflow breaker opens it.
   for (int account = 1; account <= 4; ++account) EXPECT_EQ(get(account).status, 429) << account;
-  const std::int64_t calls = (*up)->TotalCalls();
+  const std::int64_t calls = g.upstream->TotalCalls();
   EXPECT_LE(calls, 4);
   for (int account = 5; account <= 20; ++account) {
     HttpReply r = get(account);
     EXPECT_EQ(r.status, 429) << account;
-    EXPECT_EQ(Json::parse(r.body, nullptr, false)["error"]["circuit_open"], true) << account;
+    EXPECT_EQ(OwnGateway::Body(r)["error"]["circuit_open"], true) << account;
   }
-  EXPECT_EQ((*up)->TotalCalls(), calls) << "new accounts beyond the ceiling called the upstream";
-  EXPECT_LE(gw->registry().size(), 4u);
-  EXPECT_GE(gw->registry().stats().overflowed, 16u);
+  EXPECT_EQ(g.upstream->TotalCalls(), calls)
+      << "new accounts beyond the ceiling called the upstream";
+  auto& registry = g.gateway->registry();
+  EXPECT_LE(registry.size(), 4u);
+  EXPECT_GE(registry.stats().overflowed, 16u);
   bool overflow_open = false;
-  gw->registry().ForEach([&](const std::string& name, CircuitBreaker& b) {
+  registry.ForEach([&](const std::string& name, CircuitBreaker& b) {
     if (name == "overflow:meta.provider.quota") overflow_open = b.state() == State::kOpen;
   });
   EXPECT_TRUE(overflow_open);
-  gw->Shutdown();
 }
 
 TEST_F(GatewayTest, RateLimitServesTheStaleSnapshotMarkedPerRfc9211) {
@@ -324,6 +343,24 @@ TEST_F(GatewayTest, TransientFailureIs502OrStale) {
   // No answer from the upstream: no fwd-status.
   EXPECT_EQ(stale.Header("Cache-Status"), "fusebox; fwd=stale; ttl=-1; detail=stale-if-error");
   EXPECT_EQ(Body(stale)["stale_reason"]["code"], "CONN_003");
+}
+
+// max_stale includes its limit: a snapshot exactly max_stale old still hides
+// a failure; one a second older never does.
+TEST_F(GatewayTest, AStaleSnapshotIsServedUpToMaxStaleAndNeverAfter) {
+  ASSERT_TRUE(
+      upstream_->SetRoute({"GET", "/v19.0/*/insights", {Ok(R"({"reach":1})"), {.status = 503}}})
+          .ok());
+  ASSERT_EQ(Get(kInsights).status, 200);
+  clock_.Advance(std::chrono::hours(1));  // exactly max_stale
+  HttpReply stale = Get(kInsights);
+  EXPECT_EQ(stale.status, 200);
+  EXPECT_EQ(stale.Header("Age"), "3600");
+  EXPECT_EQ(Body(stale)["stale"], true);
+  clock_.Advance(std::chrono::seconds(1));
+  HttpReply too_old = Get(kInsights);
+  EXPECT_EQ(too_old.status, 502);
+  EXPECT_FALSE(too_old.HasHeader("Cache-Status"));
 }
 
 TEST_F(GatewayTest, AuthorizationAndInvalidAreNeverHiddenBehindAStaleSnapshot) {
@@ -646,6 +683,166 @@ TEST_F(GatewayTest, DashboardEventsStreamASnapshotThenTransitions) {
   EXPECT_EQ(transitions, 2);
 }
 
+// --- Promises of docs/gateway.md and docs/configuration.md, one per test -----
+
+// An open transient circuit's 502 tells the client when to come back, as a
+// 429 does: Retry-After and retry_after_seconds count down the OPEN wait.
+TEST_F(GatewayTest, TheOpenTransientCircuits502CarriesRetryAfter) {
+  ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/media", {{.status = 503}}}).ok());
+  constexpr char kMedia[] = "/v1/instagram/accounts/555/media";
+  // Three 5xx of three calls (> 50 %, minimum 3): the circuit opens for 30 s.
+  for (int i = 0; i < 3; ++i) {
+    HttpReply r = Get(kMedia);
+    EXPECT_EQ(r.status, 502);
+    EXPECT_EQ(Body(r)["error"]["circuit_open"], false);
+    EXPECT_FALSE(r.HasHeader("Retry-After")) << "the upstream's own 5xx promises no time";
+    EXPECT_FALSE(Body(r)["error"].contains("retry_after_seconds"));
+  }
+  HttpReply open = Get(kMedia);
+  EXPECT_EQ(open.status, 502);
+  EXPECT_EQ(Body(open)["error"]["code"], "CONN_003");
+  EXPECT_EQ(Body(open)["error"]["circuit_open"], true);
+  EXPECT_EQ(open.Header("Retry-After"), "30");
+  EXPECT_EQ(Body(open)["error"]["retry_after_seconds"], 30);
+  clock_.Advance(std::chrono::seconds(10));
+  HttpReply later = Get(kMedia);
+  EXPECT_EQ(later.status, 502);
+  EXPECT_EQ(later.Header("Retry-After"), "20");
+  EXPECT_EQ(upstream_->Calls("GET", "/v19.0/*/media"), 3);
+}
+
+// The generic `http` classifier is Meta's rule order without Meta's codes:
+// a body that Meta's rules read as a rate limit or an authorization failure
+// is, on an `http` route, an invalid request (400) that opens no circuit;
+// only the HTTP status decides.
+TEST_F(GatewayTest, TheHttpClassifierNeverAppliesMetasBodyCodes) {
+  ASSERT_TRUE(
+      upstream_
+          ->SetRoute(
+              {"GET",
+               "/v19.0/*/media",
+               {{.status = 400,
+                 .headers = {{"Retry-After", "30"}},
+                 .body = R"({"error":{"code":4,"message":"Application request limit reached"}})"},
+                {.status = 400, .body = R"({"error":{"code":190}})"},
+                {.status = 400, .body = R"({"error":{"code":250}})"},
+                {.status = 400, .body = R"({"error":{"code":1,"error_subcode":463}})"},
+                {.status = 429}}})
+          .ok());
+  constexpr char kMedia[] = "/v1/instagram/accounts/556/media";
+  for (int i = 0; i < 4; ++i) {
+    HttpReply r = Get(kMedia);
+    EXPECT_EQ(r.status, 400) << "response " << i << ": " << r.body;
+    EXPECT_EQ(Body(r)["error"]["code"], "CONN_010") << "response " << i;
+    EXPECT_FALSE(r.HasHeader("Retry-After")) << "response " << i;
+  }
+  // Nothing opened: the status 429 still reaches the upstream and is a rate limit.
+  HttpReply limited = Get(kMedia);
+  EXPECT_EQ(limited.status, 429);
+  EXPECT_EQ(Body(limited)["error"]["circuit_open"], false);
+  EXPECT_EQ(upstream_->Calls("GET", "/v19.0/*/media"), 5);
+}
+
+// breakers.quota.default_wait (gateway.yaml) is the wait of a rate limit that
+// says nothing of its own, end to end: the client's Retry-After, and the
+// quota circuit's OPEN time before the next upstream call.
+TEST(GatewayQuotaConfig, DefaultWaitIsTheWaitOfARateLimitWithoutRetryAfter) {
+  OwnGateway g;
+  ASSERT_NO_FATAL_FAILURE(g.Start({"GET", "/v19.0/*/media", {{.status = 429}, Ok("{}")}},
+                                  "breakers:\n  quota:\n    default_wait: 7s\n", "default_wait"));
+  HttpReply first = g.GetMedia("7");
+  EXPECT_EQ(first.status, 429);
+  EXPECT_EQ(first.Header("Retry-After"), "7");
+  EXPECT_EQ(OwnGateway::Body(first)["error"]["retry_after_seconds"], 7);
+  g.clock.Advance(std::chrono::seconds(7));  // OPEN includes its deadline
+  HttpReply open = g.GetMedia("7");
+  EXPECT_EQ(open.status, 429);
+  EXPECT_EQ(OwnGateway::Body(open)["error"]["circuit_open"], true);
+  EXPECT_EQ(open.Header("Retry-After"), "1");
+  EXPECT_EQ(g.upstream->TotalCalls(), 1);
+  g.clock.Advance(std::chrono::nanoseconds(1));
+  EXPECT_EQ(g.GetMedia("7").status, 200) << "the probe after 7 s";
+  EXPECT_EQ(g.upstream->TotalCalls(), 2);
+}
+
+// breakers.transient (gateway.yaml) changes when the transient circuit opens
+// and for how long: minimum_calls 2, failure_rate 50 (strictly more than
+// 50 % trips), open_for 7s.
+TEST(GatewayTransientConfig, MinimumCallsFailureRateAndOpenForChangeBehaviour) {
+  OwnGateway g;
+  ASSERT_NO_FATAL_FAILURE(g.Start(
+      {"GET",
+       "/v19.0/*/media",
+       {{.status = 503}, {.status = 503}, Ok("{}"), {.status = 503}, {.status = 503}}},
+      "breakers:\n  transient:\n    minimum_calls: 2\n    failure_rate: 50\n    open_for: 7s\n",
+      "transient"));
+  const auto circuit_open = [&](const std::string& account) {
+    return OwnGateway::Body(g.GetMedia(account))["error"]["circuit_open"];
+  };
+  // Two failures of two calls: minimum_calls reached at 100 %, OPEN for 7 s.
+  EXPECT_EQ(g.GetMedia("a").status, 502);
+  EXPECT_EQ(g.GetMedia("a").status, 502);
+  HttpReply open = g.GetMedia("a");
+  EXPECT_EQ(OwnGateway::Body(open)["error"]["circuit_open"], true);
+  EXPECT_EQ(open.Header("Retry-After"), "7");
+  EXPECT_EQ(g.upstream->TotalCalls(), 2);
+  // One failure of two calls is 50 %: not more than failure_rate, no trip.
+  EXPECT_EQ(g.GetMedia("b").status, 200);
+  EXPECT_EQ(circuit_open("b"), false);
+  EXPECT_EQ(g.upstream->TotalCalls(), 4);
+  EXPECT_EQ(circuit_open("b"), false);  // 2 of 3: OPEN now
+  EXPECT_EQ(circuit_open("b"), true);
+  EXPECT_EQ(g.upstream->TotalCalls(), 5);
+  // Account a's wait ends after 7 s.
+  g.clock.Advance(std::chrono::seconds(7) + std::chrono::nanoseconds(1));
+  EXPECT_EQ(circuit_open("a"), false);  // the probe reached the upstream
+  EXPECT_EQ(g.upstream->TotalCalls(), 6);
+}
+
+// fusebox_gateway_upstream_requests_total counts every upstream answer by
+// its status class, the bounds of each class included (docs/gateway.md,
+// metrics).
+TEST_F(GatewayTest, UpstreamRepliesAreCountedByStatusClass) {
+  ASSERT_TRUE(upstream_
+                  ->SetRoute({"GET",
+                              "/v19.0/*/media",
+                              {{.status = 400},
+                               {.status = 499},
+                               {.status = 500},
+                               {.status = 599},
+                               {.status = 302},
+                               {.status = 399},
+                               Ok("{}")}})
+                  .ok());
+  for (int i = 0; i < 7; ++i) (void)Get("/v1/instagram/accounts/557/media");
+  EXPECT_EQ(upstream_->Calls("GET", "/v19.0/*/media"), 7) << "no circuit may open here";
+  const std::string m = Get("/metrics").body;
+  const auto count = [&](std::string_view status_class) {
+    const std::string series =
+        "fusebox_gateway_upstream_requests_total{upstream=\"graph\",status=\"" +
+        std::string(status_class) + "\"} ";
+    const std::size_t at = m.find(series);
+    if (at == std::string::npos) return std::string("(absent)");
+    return m.substr(at + series.size(), m.find('\n', at) - at - series.size());
+  };
+  EXPECT_EQ(count("2xx"), "1");
+  EXPECT_EQ(count("3xx"), "2");
+  EXPECT_EQ(count("4xx"), "2");
+  EXPECT_EQ(count("5xx"), "2");
+  EXPECT_EQ(count("error"), "0");
+}
+
+// breakers.quota.max_wait caps what an upstream's Retry-After may ask for.
+TEST(GatewayQuotaConfig, MaxWaitCapsTheUpstreamsRetryAfter) {
+  OwnGateway g;
+  ASSERT_NO_FATAL_FAILURE(
+      g.Start({"GET", "/v19.0/*/media", {{.status = 429, .headers = {{"Retry-After", "86400"}}}}},
+              "breakers:\n  quota:\n    max_wait: 5m\n", "max_wait"));
+  HttpReply r = g.GetMedia("8");
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.Header("Retry-After"), "300");
+}
+
 // --- The handler and a snapshot store that cannot answer ----------------------
 
 std::string Header(const HttpResponse& r, std::string_view name) {
@@ -749,6 +946,17 @@ TEST_F(HandlerStoreTest, AnUnansweringStoreStillLeavesTheLocalCopyForStaleIfErro
   EXPECT_THAT(r.body, HasSubstr("\"stale\":true"));
   EXPECT_EQ(handler_->upstream_calls(), 2u);
   EXPECT_EQ(handler_->snapshot_lookups(Handler::kSnapshotExpired), 1u);
+}
+
+// With a store that may block, a request goes to a worker (Handle, not
+// TryAnswerNow): a snapshot exactly fresh_for old is still fresh there too.
+TEST_F(HandlerStoreTest, ASnapshotExactlyFreshForOldIsFreshOnTheWorkerPath) {
+  ASSERT_EQ(handler_->Handle(Request(kInsights)).status, 200);
+  clock_.Advance(std::chrono::seconds(60));
+  HttpResponse r = handler_->Handle(Request(kInsights));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Header(r, "Cache-Status"), "fusebox; hit; ttl=0");
+  EXPECT_EQ(Calls(), 1);
 }
 
 TEST(GatewaySlowClient, AnIncompleteRequestGets408AfterTheReadTimeout) {

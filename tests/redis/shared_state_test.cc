@@ -126,6 +126,7 @@ class RedisSharedStateTest : public ::testing::Test {
   std::int64_t ServerCommands() {
     auto calls = server_->CommandCalls();
     EXPECT_TRUE(calls.has_value()) << calls.error();
+    if (!calls) return -1;  // never a count a test expects
     std::int64_t n = 0;
     for (const auto& [command, count] : *calls) {
       if (command != "info" && command != "ping") n += count;
@@ -235,6 +236,41 @@ TEST_F(RedisSharedStateTest, ExactlyOneInstanceProbesAndItsSuccessClosesTheFleet
   std::int64_t granted = 0;
   for (auto& s : stores) granted += s->stats().leases_granted;
   EXPECT_EQ(granted, 1);
+}
+
+// OPEN includes its deadline with a shared state too (as Resilience4j's
+// OpenState, and as a local breaker): a call at the deadline is refused
+// without asking the fleet for the probe lease; the first instant after it
+// takes the lease and probes. Redis has long let the probe go (its TTL runs
+// on the server's clock), so only the breaker's own test keeps the deadline.
+TEST_F(RedisSharedStateTest, TheFleetsProbeStartsStrictlyAfterTheOpenDeadline) {
+  auto a = Store();
+  auto ba = Breaker(a);
+  Warm(*ba);
+  const TimePoint tripped = clock_.Now();
+  Trip(*ba);
+  a->Flush();
+  ASSERT_TRUE(PollUntil([&] { return FleetState() == ReadResult::State::kHalfOpen; }));
+  clock_.Advance(kOpen);  // at the deadline, not past it
+  ASSERT_EQ(clock_.Now(), tripped + kOpen);
+  const std::optional<Status> rejected = ba->TryReject();
+  ASSERT_TRUE(rejected.has_value()) << "TryReject let a call through at the deadline";
+  EXPECT_EQ(rejected->retry_at(), tripped + kOpen);
+  auto at = ba->TryAcquire();
+  ASSERT_FALSE(at.has_value()) << "probed at the deadline";
+  EXPECT_EQ(at.error().code(), StatusCode::kCircuitOpen);
+  EXPECT_EQ(ba->state(), State::kOpen);
+  EXPECT_EQ(a->stats().leases_granted, 0) << "asked the fleet for the lease at the deadline";
+  EXPECT_EQ(FleetState(), ReadResult::State::kHalfOpen);
+
+  clock_.Advance(Duration(1));
+  EXPECT_EQ(ba->TryReject(), std::nullopt);
+  auto probe = ba->TryAcquire();
+  ASSERT_TRUE(probe.has_value()) << probe.error();
+  EXPECT_EQ(ba->state(), State::kHalfOpen);
+  EXPECT_EQ(a->stats().leases_granted, 1);
+  probe->Success(milliseconds(1));
+  EXPECT_EQ(ba->state(), State::kClosed);
 }
 
 TEST_F(RedisSharedStateTest, AFailedProbeReopensEveryInstance) {

@@ -153,6 +153,56 @@ TEST_F(ProviderCallTest, QuotaUsesDefault120sWithoutRetryAfter) {
   EXPECT_EQ(r.error().retry_after, seconds(120));
 }
 
+// A transient failure says nothing about the quota: on the quota circuit's
+// half-open probe it neither closes the circuit (the limit may still hold)
+// nor reopens it; the probe's slot is freed for the next call, which decides.
+TEST_F(ProviderCallTest, QuotaProbeFailingTransientlyNeitherClosesNorReopensTheQuotaCircuit) {
+  (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(10)));
+  ASSERT_EQ(StateOf("quota"), State::kOpen);
+  clock_.Advance(seconds(10) + Duration(1));
+  ProviderResult<std::string> probe = Call(Err(ConnCode::kConn003Transient, 503));
+  ASSERT_FALSE(probe.has_value());
+  EXPECT_FALSE(probe.error().circuit_open);
+  EXPECT_EQ(calls_, 2);
+  EXPECT_EQ(StateOf("quota"), State::kHalfOpen) << "a 5xx decided the quota probe";
+  const CircuitBreakerTotals quota = registry_->Find(key_ + ":quota")->totals();
+  EXPECT_EQ(quota.calls[static_cast<int>(OutcomeKind::kIgnored)], 1);
+  // The next call is the probe again; a rate limit reopens for its own time.
+  (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(40)));
+  EXPECT_EQ(calls_, 3);
+  EXPECT_EQ(StateOf("quota"), State::kOpen);
+  ProviderResult<std::string> refused = Call(std::string("x"));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().retry_after, seconds(40));
+}
+
+// A refusal never tells the caller to come back before the circuit allows:
+// 89.5 s left is Retry-After 90, not 89.
+TEST_F(ProviderCallTest, RefusalRetryAfterIsRoundedUp) {
+  (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(90)));
+  clock_.Advance(std::chrono::milliseconds(500));
+  ProviderResult<std::string> r = Call(std::string("x"));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().retry_after, seconds(90));
+}
+
+// A quota refusal after the transient permit was taken (the quota's one
+// probe is out) gives that permit back as ignored: Meta was not called.
+TEST_F(ProviderCallTest, AQuotaRefusalRecordsTheTransientPermitAsIgnored) {
+  (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(10)));
+  clock_.Advance(seconds(10) + Duration(1));
+  auto probe = ProviderCall::Start(*registry_, key_);
+  ASSERT_TRUE(std::holds_alternative<ProviderCall>(probe));
+  ASSERT_EQ(StateOf("quota"), State::kHalfOpen);
+  auto refused = ProviderCall::Start(*registry_, key_);
+  ASSERT_TRUE(std::holds_alternative<ProviderError>(refused));
+  EXPECT_EQ(std::get<ProviderError>(refused).code, ConnCode::kConn008RateLimit);
+  const CircuitBreakerTotals t = registry_->Find(key_ + ":transient")->totals();
+  EXPECT_EQ(t.calls[static_cast<int>(OutcomeKind::kIgnored)], 1);
+  std::get<ProviderCall>(std::move(probe)).Finish(nullptr);
+  EXPECT_EQ(StateOf("quota"), State::kClosed);
+}
+
 TEST_F(ProviderCallTest, QuotaProbeRateLimitedAgainReopens) {
   (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(10)));
   clock_.Advance(seconds(11));

@@ -152,6 +152,10 @@ TEST(ConnectionOptions, ValidateNamesTheField) {
   EXPECT_TRUE(o.Validate().ok());
   o.port = 0;
   EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("port 0"));
+  o.port = 65536;  // set directly, not through a URL
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("port 65536 is not in 1..65535"));
+  o.port = 65535;
+  EXPECT_TRUE(o.Validate().ok());
   o = {};
   o.host = "";
   EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("host is empty"));

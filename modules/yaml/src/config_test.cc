@@ -359,6 +359,32 @@ TEST(YamlConfig, OneBreakersPropertiesWithoutAFile) {
             "randomizedWaitFactor (open_backoff.randomized_factor) must be in [0, 1], got 2");
 }
 
+// The bounds include their limits: a multiplier of exactly 1 (a constant
+// wait) and a randomized factor of exactly 1 are valid.
+TEST(YamlConfig, BackoffMultiplierOneAndRandomizedFactorOneAreAccepted) {
+  Result<Configuration> c = LoadConfig(R"(
+resilience4j.circuitbreaker.instances.payment:
+  waitDurationInOpenState: 1s
+  enableExponentialBackoff: true
+  exponentialBackoffMultiplier: 1
+resilience4j.retry.instances.payment:
+  waitDuration: 100ms
+  enableRandomizedWait: true
+  randomizedWaitFactor: 1
+)",
+                                       "app.yml");
+  ASSERT_TRUE(c.has_value()) << c.error().message();
+  const CircuitBreakerSettings& s = *c->circuit_breakers.instance("payment");
+  ASSERT_TRUE(s.config.wait_interval_function);
+  EXPECT_EQ(s.config.wait_interval_function(1), seconds(1));
+  EXPECT_EQ(s.config.wait_interval_function(5), seconds(1));
+  const RetrySettings& r = *c->retries.instance("payment");
+  ASSERT_TRUE(r.options.interval_function);
+  for (int attempt = 1; attempt <= 20; ++attempt) {
+    EXPECT_LE(r.options.interval_function(attempt), milliseconds(200));
+  }
+}
+
 TEST(YamlConfig, RetryRandomizedWaitStaysWithinItsFactor) {
   const Configuration c = MustLoad(R"(
 resilience4j.retry.instances.payment:

@@ -2186,7 +2186,7 @@ TEST(CircuitBreaker, ProbesAtTheSlowCallRateThresholdReopen) {
   config.slow_call_rate_threshold = 50;
   config.slow_call_duration_threshold = 1s;
   FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, clock));
-  cb->TransitionToHalfOpen();
+  ASSERT_TRUE(cb->TransitionToHalfOpen().ok());
   ASSERT_EQ(cb->state(), State::kHalfOpen);
   Succeed(*cb, 2s);  // slow
   Succeed(*cb, 1ms);

@@ -150,7 +150,7 @@ def main():
     # Paths relative to / and no working directory in the hash: the scratch
     # copy's objects are the same cache entries as the working tree's when
     # both build directories are as deep (/tmp/fusebox-mutation/tree/build/
-    # release and, e.g., /work/wt/x/build/release).
+    # release and a worktree's build/release at the same depth).
     env.setdefault("CCACHE_BASEDIR", "/")
     env.setdefault("CCACHE_NOHASHDIR", "1")
 

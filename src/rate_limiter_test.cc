@@ -96,6 +96,19 @@ TEST_F(RateLimiterTest, AllOfAPeriodsPermitsAtOnce) {
   EXPECT_FALSE(limiter->TryAcquire(1).ok());
 }
 
+// Acquire() with a timeout takes the waiting path; a whole period's permits
+// are a valid request there too: at once from a full bucket, then after one
+// period.
+TEST_F(RateLimiterTest, AcquireTakesAllOfAPeriodsPermitsOnTheWaitingPath) {
+  ManualClock clock(ManualClock::Options{.auto_advance = true});
+  auto limiter =
+      Make({.limit_for_period = 4, .limit_refresh_period = 400ms, .timeout_duration = 1s}, clock);
+  EXPECT_TRUE(limiter->Acquire(4).ok());
+  EXPECT_EQ(clock.Now(), kEpoch);
+  EXPECT_TRUE(limiter->Acquire(4).ok());
+  EXPECT_EQ(clock.Now(), kEpoch + 400ms);
+}
+
 TEST_F(RateLimiterTest, UnevenPeriodRoundsTowardsFewerCalls) {
   // 1 s / 3 = 333,333,333.3 ns: T is rounded up, so 3 permits never come back
   // within exactly one second.

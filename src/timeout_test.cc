@@ -95,6 +95,18 @@ TEST_F(TimeoutTest, WithoutCancelRunningFutureAFastCallKeepsItsResult) {
   EXPECT_EQ(*r, 7);
 }
 
+// Without a stop, the elapsed time alone decides, with the same boundary: a
+// call that ends exactly at timeout_duration has timed out.
+TEST_F(TimeoutTest, WithoutCancelRunningFutureACallEndingAtTheDeadlineTimesOut) {
+  auto timeout = Make({.timeout_duration = 100ms, .cancel_running_future = false});
+  Result<int> r = timeout->Execute([&](const std::stop_token&) {
+    clock_.Advance(100ms);
+    return 7;
+  });
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kTimeout);
+}
+
 TEST_F(TimeoutTest, OneNanosecondBeforeTheDeadlineIsInTime) {
   auto timeout = Make({.timeout_duration = 1s});
   bool stopped = true;

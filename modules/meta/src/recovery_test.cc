@@ -25,6 +25,15 @@ TEST(MetaRecovery, ParsesTheThreeHttpDateForms) {
             sys_seconds(std::chrono::sys_days(std::chrono::year(2024) / 1 / 1)));
 }
 
+// RFC 5322 (which the IMF-fixdate borrows) allows a leap second: 60 reads as
+// the next minute's first second; 61 is malformed.
+TEST(MetaRecovery, ALeapSecondIsTheNextMinutesFirst) {
+  const auto leap = ParseHttpDate("Sat, 31 Dec 2016 23:59:60 GMT");
+  ASSERT_TRUE(leap.has_value());
+  EXPECT_EQ(leap, ParseHttpDate("Sun, 01 Jan 2017 00:00:00 GMT"));
+  EXPECT_FALSE(ParseHttpDate("Sat, 31 Dec 2016 23:59:61 GMT").has_value());
+}
+
 TEST(MetaRecovery, RejectsMalformedDates) {
   for (const char* bad : {"", "Sun, 06 Nov 1994 08:49:37", "Sun, 06 Nov 1994 08:49:37 UTC",
                           "Sun, 31 Feb 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT",

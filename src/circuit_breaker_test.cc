@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -2206,6 +2207,37 @@ TEST(CircuitBreaker, AForcedOpenEndsExactlyAtItsExpiry) {
   clock.Advance(10s - Duration(1));
   EXPECT_FALSE(cb->TryAcquire().has_value());
   clock.Advance(Duration(1));
+  Result<Permit> p = cb->TryAcquire();
+  ASSERT_TRUE(p.has_value()) << p.error();
+  p->Success(1ms);
+  EXPECT_EQ(cb->state(), State::kClosed);
+}
+
+// A clock whose timers are late (SystemClock's timer thread can be): they
+// never run, so what ends an override at its expiry is the breaker's own
+// catching up on the next call.
+class LateTimersClock final : public Clock {
+ public:
+  TimePoint Now() const override { return time.Now(); }
+  void SleepUntil(TimePoint /*deadline*/) override {}
+  TimerId ScheduleAt(TimePoint /*deadline*/, std::function<void()> /*fn*/) override {
+    return next_id.fetch_add(1) + 1;
+  }
+  bool Cancel(TimerId /*id*/) override { return true; }
+
+  ManualClock time;
+  std::atomic<TimerId> next_id{0};
+};
+
+TEST(CircuitBreaker, AForcedOpenEndsExactlyAtItsExpiryWhenItsTimerIsLate) {
+  LateTimersClock clock;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
+  OverrideOptions o;
+  o.expires_after = 10s;
+  cb->ForceOpen(o);
+  clock.time.Advance(10s - Duration(1));
+  EXPECT_FALSE(cb->TryAcquire().has_value());
+  clock.time.Advance(Duration(1));
   Result<Permit> p = cb->TryAcquire();
   ASSERT_TRUE(p.has_value()) << p.error();
   p->Success(1ms);

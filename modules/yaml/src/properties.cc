@@ -496,7 +496,7 @@ Status SetCircuitBreakerProperty(CircuitBreakerSettings& settings, std::string_v
 
 Status FinishCircuitBreakerSettings(CircuitBreakerSettings& settings) {
   const auto& policy = internal::CircuitBreakerPolicy();
-  const Status st = policy.finish(settings);
+  Status st = policy.finish(settings);
   if (st.ok()) return st;
   // "<field> <rule>" from finish(): put the property's name in front.
   const std::string_view message = st.message();

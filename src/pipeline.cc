@@ -130,12 +130,12 @@ Pipeline::Builder& Pipeline::Builder::WithRegistry(std::shared_ptr<Registry> reg
 }
 
 Pipeline::Builder& Pipeline::Builder::WithBulkheadPerKey(BulkheadOptions options) {
-  bulkhead_per_key_ = std::move(options);
+  bulkhead_per_key_ = options;
   return *this;
 }
 
 Pipeline::Builder& Pipeline::Builder::WithRateLimiterPerKey(RateLimiterOptions options) {
-  rate_limiter_per_key_ = std::move(options);
+  rate_limiter_per_key_ = options;
   return *this;
 }
 

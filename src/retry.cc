@@ -46,8 +46,9 @@ Retry::Retry(RetryOptions options, Clock& clock) : options_(std::move(options)),
 
 std::size_t Retry::StripeOfThisThread() noexcept {
   static std::atomic<std::size_t> next{0};
-  thread_local const std::size_t stripe = next.fetch_add(1, std::memory_order_relaxed) % kStripes;
-  return stripe;
+  thread_local std::size_t stripe_of_thread =
+      next.fetch_add(1, std::memory_order_relaxed) % kStripes;
+  return stripe_of_thread;
 }
 
 RetryLoopCounts Retry::loop_counts() const noexcept {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -213,6 +214,35 @@ TEST_F(EventLogTest, ConcurrentBurstIsCountedExactly) {
   const auto summary = Events("rejections_suppressed");
   ASSERT_EQ(summary.size(), 1u);
   EXPECT_THAT(summary[0], HasSubstr(R"("suppressed":9990,)"));
+}
+
+// Lines written by many threads while the clock moves leave in t_ms order:
+// each is stamped under the lock that writes it (TSan runs this too).
+TEST_F(EventLogTest, LinesFromManyThreadsStayInTimeOrder) {
+  std::vector<std::unique_ptr<CircuitBreaker>> breakers;
+  for (int t = 0; t < 4; ++t) breakers.push_back(Breaker("dep-" + std::to_string(t)));
+  std::atomic<bool> done{false};
+  // At most 200 ms in all: no sampling interval ends, no breaker leaves OPEN.
+  std::thread ticker([&] {
+    for (int i = 0; i < 200 && !done.load(); ++i) {
+      clock_.Advance(milliseconds(1));
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      Trip(*breakers[t]);
+      EXPECT_EQ(Rejections(*breakers[t], 200), 200);
+    });
+  }
+  for (auto& t : threads) t.join();
+  done.store(true);
+  ticker.join();
+  EXPECT_EQ(Events("transition").size(), 4u);
+  const std::vector<long long> t = Times(*sink_);
+  EXPECT_GE(t.size(), 8u);
+  EXPECT_TRUE(std::is_sorted(t.begin(), t.end())) << ::testing::PrintToString(t);
 }
 
 TEST_F(EventLogTest, SummaryComesBeforeTheNextTransition) {

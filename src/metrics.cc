@@ -183,6 +183,8 @@ struct MetricsCollector::Core {
   std::map<std::string, const ThreadPoolBulkhead*, std::less<>> thread_pool_bulkheads
       FUSEBOX_GUARDED_BY(mu);
   std::map<std::string, const RateLimiter*, std::less<>> limiters FUSEBOX_GUARDED_BY(mu);
+  // AddRetry(): retries that count their own loops.
+  std::map<std::string, const Retry*, std::less<>> counted_retries FUSEBOX_GUARDED_BY(mu);
   std::map<std::string, std::unique_ptr<RetryCounters>, std::less<>> retries FUSEBOX_GUARDED_BY(mu);
   std::map<std::string, std::shared_ptr<const SharedState>, std::less<>> shared_states
       FUSEBOX_GUARDED_BY(mu);
@@ -309,6 +311,19 @@ bool MetricsCollector::RemoveSharedState(std::string_view name) {
   return true;
 }
 
+void MetricsCollector::AddRetry(std::string name, const Retry& retry) {
+  internal::MutexLock lock(&core_->mu);
+  core_->counted_retries.insert_or_assign(std::move(name), &retry);
+}
+
+bool MetricsCollector::RemoveRetry(std::string_view name) {
+  internal::MutexLock lock(&core_->mu);
+  auto it = core_->counted_retries.find(name);
+  if (it == core_->counted_retries.end()) return false;
+  core_->counted_retries.erase(it);
+  return true;
+}
+
 RetryCounters& MetricsCollector::RetryCountersFor(std::string_view name) {
   internal::MutexLock lock(&core_->mu);
   auto it = core_->retries.find(name);
@@ -338,6 +353,12 @@ MetricsSnapshot MetricsCollector::Collect() const {
         name, l->AvailablePermits(), l->options().limit_for_period, l->rejected_calls()});
   }
   for (const auto& [name, r] : core_->retries) snapshot.retries.push_back(r->Sample(name));
+  for (const auto& [name, r] : core_->counted_retries) {
+    const RetryLoopCounts c = r->loop_counts();
+    snapshot.retries.push_back(RetrySample{name, c.successful_without_retry,
+                                           c.successful_with_retry, c.failed_without_retry,
+                                           c.failed_with_retry});
+  }
   for (const auto& [name, st] : core_->shared_states) {
     snapshot.shared_states.push_back(SharedStateSample{name, st->health()});
   }

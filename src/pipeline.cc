@@ -2,7 +2,18 @@
 // themselves are templates in pipeline.h.
 #include "fusebox/pipeline.h"
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "fusebox/internal/mutex.h"
+#include "fusebox/internal/thread_annotations.h"
 
 namespace fusebox {
 namespace {
@@ -16,6 +27,68 @@ bool BreakerWantsPrecise(const CircuitBreaker& breaker) {
 }
 
 }  // namespace
+
+// A keyed pipeline's per-key bulkheads and rate limiters, by breaker: keys
+// that share a breaker (an overflow breaker) share them too. An entry whose
+// breaker the registry has dropped is replaced on the next call for its key
+// (a new breaker, new policies) and erased by the sweep that runs when a
+// shard has doubled since its last sweep, so memory follows the registry's
+// bounds. Sharded by the breaker's address.
+struct Pipeline::PerKey {
+  struct Entry {
+    std::weak_ptr<CircuitBreaker> breaker;
+    std::shared_ptr<Bulkhead> bulkhead;
+    std::shared_ptr<RateLimiter> rate_limiter;
+  };
+  struct Shard {
+    internal::Mutex mu;
+    std::unordered_map<const CircuitBreaker*, Entry> entries FUSEBOX_GUARDED_BY(mu);
+    std::size_t sweep_at FUSEBOX_GUARDED_BY(mu) = 64;
+  };
+  static constexpr std::size_t kShards = 16;
+
+  std::optional<BulkheadOptions> bulkhead;
+  std::optional<RateLimiterOptions> rate_limiter;
+  Clock* clock = nullptr;
+  std::array<Shard, kShards> shards;
+
+  // The policies of `breaker`, made if it has none (or only a dropped
+  // breaker's, at the same address). The pointers stay valid as long as the
+  // caller holds `breaker`: an entry is replaced or erased only once its
+  // breaker is gone, and the map's nodes do not move.
+  Result<std::pair<Bulkhead*, RateLimiter*>> For(const std::shared_ptr<CircuitBreaker>& breaker) {
+    Shard& shard = shards[std::hash<const CircuitBreaker*>{}(breaker.get()) / 64 % kShards];
+    internal::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(breaker.get());
+    // Same control block: the entry is this breaker's (no reference count touched).
+    if (it != shard.entries.end() && !it->second.breaker.owner_before(breaker) &&
+        !breaker.owner_before(it->second.breaker)) {
+      return std::pair{it->second.bulkhead.get(), it->second.rate_limiter.get()};
+    }
+    Entry e{breaker, nullptr, nullptr};
+    if (bulkhead) {
+      Result<std::unique_ptr<Bulkhead>> b = Bulkhead::Create(*bulkhead, *clock);
+      if (!b) return std::move(b).error();
+      e.bulkhead = std::move(*b);
+    }
+    if (rate_limiter) {
+      Result<std::unique_ptr<RateLimiter>> l = RateLimiter::Create(*rate_limiter, *clock);
+      if (!l) return std::move(l).error();
+      e.rate_limiter = std::move(*l);
+    }
+    const std::pair<Bulkhead*, RateLimiter*> policies{e.bulkhead.get(), e.rate_limiter.get()};
+    if (it != shard.entries.end()) {
+      it->second = std::move(e);
+    } else {
+      shard.entries.emplace(breaker.get(), std::move(e));
+      if (shard.entries.size() >= shard.sweep_at) {
+        std::erase_if(shard.entries, [](const auto& kv) { return kv.second.breaker.expired(); });
+        shard.sweep_at = std::max<std::size_t>(64, 2 * shard.entries.size());
+      }
+    }
+    return policies;
+  }
+};
 
 Pipeline::Builder& Pipeline::Builder::WithRateLimiter(std::shared_ptr<RateLimiter> limiter) {
   return Set(rate_limiter_, std::move(limiter), "rate_limiter");
@@ -50,8 +123,49 @@ Pipeline::Builder& Pipeline::Builder::WithRetryAfter(RetryAfter retry_after) {
   return *this;
 }
 
+Pipeline::Builder& Pipeline::Builder::WithRegistry(std::shared_ptr<Registry> registry,
+                                                   std::string config_name) {
+  config_name_ = std::move(config_name);
+  return Set(registry_, std::move(registry), "registry");
+}
+
+Pipeline::Builder& Pipeline::Builder::WithBulkheadPerKey(BulkheadOptions options) {
+  bulkhead_per_key_ = options;
+  return *this;
+}
+
+Pipeline::Builder& Pipeline::Builder::WithRateLimiterPerKey(RateLimiterOptions options) {
+  rate_limiter_per_key_ = options;
+  return *this;
+}
+
 Result<std::unique_ptr<Pipeline>> Pipeline::Builder::Build() {
   if (null_given_) return Status::InvalidArgument(std::string(null_stage_) + " must not be null");
+  if (registry_ && breaker_) {
+    return Status::InvalidArgument(
+        "circuit_breaker and registry are exclusive: a keyed pipeline "
+        "takes its breakers from the registry");
+  }
+  if (bulkhead_per_key_ || rate_limiter_per_key_) {
+    if (!registry_)
+      return Status::InvalidArgument("bulkhead and rate limiter per key need a registry");
+    if (bulkhead_per_key_ && bulkhead_) {
+      return Status::InvalidArgument("bulkhead and bulkhead per key are exclusive");
+    }
+    if (rate_limiter_per_key_ && rate_limiter_) {
+      return Status::InvalidArgument("rate_limiter and rate limiter per key are exclusive");
+    }
+  }
+  if (bulkhead_per_key_) {
+    if (Status v = bulkhead_per_key_->Validate(); !v.ok()) {
+      return Status::InvalidArgument("bulkhead per key: " + std::string(v.message()));
+    }
+  }
+  if (rate_limiter_per_key_) {
+    if (Status v = rate_limiter_per_key_->Validate(); !v.ok()) {
+      return Status::InvalidArgument("rate limiter per key: " + std::string(v.message()));
+    }
+  }
   if (recording_ != RetryRecording::kEachAttempt && recording_ != RetryRecording::kFinalResult) {
     return Status::InvalidArgument("retry recording must be kEachAttempt or kFinalResult");
   }
@@ -76,6 +190,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Builder::Build() {
   if (rate_limiter_ && !(s = check(&rate_limiter_->clock(), "rate_limiter")).ok()) return s;
   if (bulkhead_ && !(s = check(&bulkhead_->clock(), "bulkhead")).ok()) return s;
   if (breaker_ && !(s = check(&breaker_->clock(), "circuit_breaker")).ok()) return s;
+  if (registry_ && !(s = check(&registry_->clock(), "registry")).ok()) return s;
   if (retry_ && !(s = check(&retry_->clock(), "retry")).ok()) return s;
   if (timeout_ && !(s = check(&timeout_->clock(), "timeout")).ok()) return s;
   return std::unique_ptr<Pipeline>(new Pipeline(std::move(*this)));
@@ -87,13 +202,24 @@ Pipeline::Pipeline(Builder builder)
       breaker_(builder.breaker_.get()),
       retry_(builder.retry_.get()),
       timeout_(builder.timeout_.get()),
-      clock_(breaker_ != nullptr ? &breaker_->clock()
-                                 : (timeout_ != nullptr ? &timeout_->clock() : nullptr)),
-      precise_((breaker_ != nullptr && BreakerWantsPrecise(*breaker_)) ||
-               (timeout_ != nullptr && timeout_->precise_timing())),
+      clock_(breaker_ != nullptr
+                 ? &breaker_->clock()
+                 : (builder.registry_ ? &builder.registry_->clock()
+                                      : (timeout_ != nullptr ? &timeout_->clock() : nullptr))),
+      registry_(builder.registry_.get()),
+      stages_{rate_limiter_, bulkhead_, breaker_,
+              (breaker_ != nullptr && BreakerWantsPrecise(*breaker_)) ||
+                  (timeout_ != nullptr && timeout_->precise_timing())},
       recording_(builder.recording_),
       retry_after_(builder.retry_after_),
-      builder_(std::move(builder)) {}
+      builder_(std::move(builder)) {
+  if (builder_.bulkhead_per_key_ || builder_.rate_limiter_per_key_) {
+    per_key_ = std::make_unique<PerKey>();
+    per_key_->bulkhead = builder_.bulkhead_per_key_;
+    per_key_->rate_limiter = builder_.rate_limiter_per_key_;
+    per_key_->clock = clock_;
+  }
+}
 
 Pipeline::~Pipeline() = default;
 
@@ -109,13 +235,28 @@ Outcome Pipeline::FailureOutcome(const Status& failure, Duration elapsed) const 
   return Outcome{kind, elapsed};
 }
 
-Status Pipeline::BreakerVerdict() const {
-  if (breaker_ == nullptr) return Status();
-  const State state = breaker_->state();
+Result<Pipeline::KeyedStages> Pipeline::StagesFor(Result<std::shared_ptr<CircuitBreaker>> breaker) {
+  if (!breaker) return std::move(breaker).error();
+  KeyedStages k;
+  k.breaker = std::move(*breaker);
+  k.stages = Stages{rate_limiter_, bulkhead_, k.breaker.get(),
+                    stages_.precise || BreakerWantsPrecise(*k.breaker)};
+  if (per_key_ != nullptr) {
+    Result<std::pair<Bulkhead*, RateLimiter*>> policies = per_key_->For(k.breaker);
+    if (!policies) return std::move(policies).error();
+    if (policies->first != nullptr) k.stages.bulkhead = policies->first;
+    if (policies->second != nullptr) k.stages.rate_limiter = policies->second;
+  }
+  return k;
+}
+
+Status Pipeline::BreakerVerdict(CircuitBreaker* breaker) {
+  if (breaker == nullptr) return Status();
+  const State state = breaker->state();
   if (state != State::kOpen && state != State::kForcedOpen) return Status();
   // Ask the breaker itself: it refuses with its retry_at, or, if its wait has
   // just ended, admits (the permit is given back unused and the loop goes on).
-  Result<Permit> probe = breaker_->TryAcquire();
+  Result<Permit> probe = breaker->TryAcquire();
   if (!probe) return std::move(probe).error();
   return Status();
 }

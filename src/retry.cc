@@ -2,6 +2,9 @@
 // (and in pipeline.h), so that the callable is never type-erased.
 #include "fusebox/retry.h"
 
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace fusebox {
@@ -40,6 +43,21 @@ Result<std::unique_ptr<Retry>> Retry::Create(RetryOptions options, Clock& clock)
 }
 
 Retry::Retry(RetryOptions options, Clock& clock) : options_(std::move(options)), clock_(clock) {}
+
+std::size_t Retry::StripeOfThisThread() noexcept {
+  static std::atomic<std::size_t> next{0};
+  thread_local std::size_t stripe_of_thread =
+      next.fetch_add(1, std::memory_order_relaxed) % kStripes;
+  return stripe_of_thread;
+}
+
+RetryLoopCounts Retry::loop_counts() const noexcept {
+  std::uint64_t sum[4] = {0, 0, 0, 0};
+  for (const Stripe& stripe : stripes_) {
+    for (int i = 0; i < 4; ++i) sum[i] += stripe.counts[i].load(std::memory_order_relaxed);
+  }
+  return RetryLoopCounts{sum[0], sum[1], sum[2], sum[3]};
+}
 
 TimePoint Retry::LoopStart() const noexcept {
   // The budget is the only reader; without one the success path reads no clock.

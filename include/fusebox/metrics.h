@@ -13,8 +13,10 @@
 // slow-call rates),
 // the registry's size and eviction counts, and the gauges of the bulkheads
 // (semaphore and thread-pool) and rate limiters registered with
-// AddBulkhead()/AddThreadPoolBulkhead()/AddRateLimiter(). Retry
-// loops are counted with CountedExecute() and RetryCountersFor().
+// AddBulkhead()/AddThreadPoolBulkhead()/AddRateLimiter(), and the loop
+// counts of the retries registered with AddRetry() (a Retry counts its own
+// loops, inside a Pipeline too). CountedExecute() and RetryCountersFor() count
+// loops of a retry not registered so.
 //
 //   auto metrics = std::make_shared<fusebox::MetricsCollector>();
 //   fusebox::RegistryOptions options;
@@ -238,6 +240,13 @@ class MetricsCollector final : public BreakerObserver {
   // contention, ...) as `name` until removed; keeps it alive meanwhile.
   void AddSharedState(std::string name, std::shared_ptr<const SharedState> state);
   bool RemoveSharedState(std::string_view name);
+  // Reports the loop counts of `retry` (Retry::loop_counts(): its Execute()
+  // loops and those of every Pipeline it is in) as retry `name` until
+  // removed. The retry must outlive its registration. Replaces an earlier one
+  // of the same name; a name also given to RetryCountersFor() is reported
+  // twice, so use one or the other.
+  void AddRetry(std::string name, const Retry& retry);
+  bool RemoveRetry(std::string_view name);
   // The counters reported as retry `name`, created on first use. The
   // reference stays valid as long as the collector.
   RetryCounters& RetryCountersFor(std::string_view name);

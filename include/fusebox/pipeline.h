@@ -57,6 +57,33 @@
 //     return client.Get(url, stop);
 //   });
 //
+// A keyed pipeline: one definition, run per key. Built WithRegistry()
+// instead of WithCircuitBreaker(), it takes each call's breaker from the
+// registry by key (the registry's bounds, eviction and overflow breakers
+// apply), and, where WithBulkheadPerKey() / WithRateLimiterPerKey() say so, a
+// bulkhead and a rate limiter of that breaker's own (made on first use, dropped
+// once the registry has dropped the breaker; keys answered by an overflow
+// breaker share its policies). Retry, timeout, classifier, and a fixed bulkhead
+// or rate limiter given as usual are shared by every key.
+//
+//   auto pipeline = *fusebox::Pipeline::Builder()
+//                        .WithRegistry(registry, "graph-api")
+//                        .WithBulkheadPerKey({.max_concurrent_calls = 10})
+//                        .WithRetry(retry)
+//                        .WithTimeout(timeout)
+//                        .Build();
+//   fusebox::Result<Reply> r = pipeline->Execute("graph:read:" + account, call);
+//
+// A keyed pipeline refuses Execute(fn) and an unkeyed one Execute(key, fn),
+// both with kInvalidArgument (reason "keyed_pipeline_needs_key",
+// "pipeline_not_keyed"). Per call a keyed pipeline adds the registry lookup
+// (docs/performance.md), plus one sharded map lookup with per-key policies.
+//
+// Retry loops are counted by the Retry itself (Retry::loop_counts(), reported
+// by MetricsCollector::AddRetry()): a loop ended by the breaker opening between
+// attempts counts as failed_with_retry; a call the breaker refused before its
+// first attempt is no loop.
+//
 // The callable may take a std::stop_token (see internal/policy_call.h); it
 // gets the timeout's token, or one that never stops without a timeout stage.
 // An exception thrown by the callable is recorded by the breaker as a failure
@@ -76,6 +103,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "fusebox/bulkhead.h"
@@ -83,6 +112,7 @@
 #include "fusebox/clock.h"
 #include "fusebox/internal/policy_call.h"
 #include "fusebox/rate_limiter.h"
+#include "fusebox/registry.h"
 #include "fusebox/result.h"
 #include "fusebox/retry.h"
 #include "fusebox/status.h"
@@ -131,11 +161,20 @@ class Pipeline {
     Builder& WithOutcomeClassifier(std::function<OutcomeKind(const Status&)> classifier);
     // Default: kOpensBreaker.
     Builder& WithRetryAfter(RetryAfter retry_after);
+    // Keyed (see above): each call's breaker is the registry's for its key,
+    // from template `config_name`. Exclusive with WithCircuitBreaker().
+    Builder& WithRegistry(std::shared_ptr<Registry> registry, std::string config_name = "default");
+    // Keyed: a bulkhead (rate limiter) per breaker of the registry, made from
+    // `options` on the registry's clock. Exclusive with WithBulkhead()
+    // (WithRateLimiter()); needs WithRegistry().
+    Builder& WithBulkheadPerKey(BulkheadOptions options);
+    Builder& WithRateLimiterPerKey(RateLimiterOptions options);
 
     // Fails with kInvalidArgument when a stage was given a null policy ("bulkhead
-    // must not be null") or when the stages run on different clocks ("timeout
-    // uses a different clock than circuit_breaker"). On success the pipeline
-    // takes the stages and the builder is left empty.
+    // must not be null"), when the stages run on different clocks ("timeout
+    // uses a different clock than circuit_breaker"), when exclusive stages are
+    // both given, or when per-key options are invalid or lack a registry. On
+    // success the pipeline takes the stages and the builder is left empty.
     Result<std::unique_ptr<Pipeline>> Build();
 
    private:
@@ -161,6 +200,10 @@ class Pipeline {
     RetryRecording recording_ = RetryRecording::kEachAttempt;
     RetryAfter retry_after_ = RetryAfter::kOpensBreaker;
     std::function<OutcomeKind(const Status&)> classifier_ = nullptr;
+    std::shared_ptr<Registry> registry_;
+    std::string config_name_ = "default";
+    std::optional<BulkheadOptions> bulkhead_per_key_;
+    std::optional<RateLimiterOptions> rate_limiter_per_key_;
   };
 
   Pipeline(const Pipeline&) = delete;
@@ -173,6 +216,15 @@ class Pipeline {
   template <typename F>
   internal::PolicyReturn<F> Execute(F&& fn);
 
+  // Keyed: the same, with the breaker (and per-key policies) of `key`. Also
+  // fails as Registry::Get() does (an empty key, say).
+  template <typename F>
+  internal::PolicyReturn<F> Execute(std::string_view key, F&& fn);
+  // The same, without hashing the key again.
+  template <typename F>
+  internal::PolicyReturn<F> Execute(const RegistryKey& key, F&& fn);
+
+  // Null for a keyed pipeline's per-key stages (and its breaker).
   RateLimiter* rate_limiter() const noexcept { return rate_limiter_; }
   Bulkhead* bulkhead() const noexcept { return bulkhead_; }
   CircuitBreaker* circuit_breaker() const noexcept { return breaker_; }
@@ -185,22 +237,47 @@ class Pipeline {
     Ret ret;
     Duration elapsed;
   };
+  // The stages of one call: the pipeline's own, or a key's.
+  struct Stages {
+    RateLimiter* rate_limiter = nullptr;
+    Bulkhead* bulkhead = nullptr;
+    CircuitBreaker* breaker = nullptr;
+    // Time attempts with precise clock reads (the breaker's or the timeout's
+    // timing asks for them).
+    bool precise = false;
+  };
+  // A key's stages, for the length of one call. Holding the breaker keeps
+  // its per-key bulkhead and rate limiter alive too (see PerKey).
+  struct KeyedStages {
+    std::shared_ptr<CircuitBreaker> breaker;
+    Stages stages;
+  };
+  struct PerKey;
 
   explicit Pipeline(Builder builder);
 
+  Result<KeyedStages> StagesFor(Result<std::shared_ptr<CircuitBreaker>> breaker);
+  // Execute(key, fn) for a std::string_view or a RegistryKey.
+  template <typename Key, typename F>
+  internal::PolicyReturn<F> ExecuteKeyed(const Key& key, F& fn);
   template <typename F>
-  internal::PolicyReturn<F> Guarded(F& fn);
+  internal::PolicyReturn<F> Run(const Stages& st, F& fn);
   template <typename F>
-  internal::PolicyReturn<F> Loop(F& fn, CircuitBreaker* per_attempt, Outcome* last);
+  internal::PolicyReturn<F> Guarded(const Stages& st, F& fn);
   template <typename F>
-  Attempt<internal::PolicyReturn<F>> RunAttempt(F& fn);
+  internal::PolicyReturn<F> Loop(const Stages& st, F& fn, CircuitBreaker* per_attempt,
+                                 Outcome* last);
+  template <typename F>
+  Attempt<internal::PolicyReturn<F>> RunAttempt(const Stages& st, F& fn);
 
   // The breaker's outcome for a failed attempt (classifier, Retry-After).
   Outcome FailureOutcome(const Status& failure, Duration elapsed) const;
   // OK, or the breaker's refusal when it is open now: checked before a
   // backoff wait.
-  Status BreakerVerdict() const;
-  TimePoint ReadClock() const noexcept { return precise_ ? clock_->Now() : clock_->CoarseNow(); }
+  static Status BreakerVerdict(CircuitBreaker* breaker);
+  TimePoint ReadClock(bool precise) const noexcept {
+    return precise ? clock_->Now() : clock_->CoarseNow();
+  }
 
   // Raw pointers on the hot path; builder_ keeps the policies alive.
   RateLimiter* rate_limiter_;
@@ -209,12 +286,14 @@ class Pipeline {
   Retry* retry_;
   Timeout* timeout_;
   Clock* clock_;
-  // Time attempts with precise clock reads (the breaker's or the timeout's
-  // timing asks for them).
-  bool precise_;
+  Registry* registry_;
+  // The pipeline's own stages (a keyed pipeline's breaker left null).
+  Stages stages_;
   RetryRecording recording_;
   RetryAfter retry_after_;
   const Builder builder_;
+  // Keyed with per-key policies: the policies by breaker. Null otherwise.
+  std::unique_ptr<PerKey> per_key_;
 };
 
 // ---------------------------------------------------------------------------
@@ -222,28 +301,55 @@ class Pipeline {
 
 template <typename F>
 internal::PolicyReturn<F> Pipeline::Execute(F&& fn) {
-  if (rate_limiter_ != nullptr) {
-    Status s = rate_limiter_->Acquire();
-    if (!s.ok()) [[unlikely]]
-      return s;
-  }
-  if (bulkhead_ != nullptr) {
-    Result<BulkheadPermit> slot = bulkhead_->Acquire();
-    if (!slot) [[unlikely]]
-      return std::move(slot).error();
-    return Guarded(fn);  // The slot is freed on the way out, also on a throw.
-  }
-  return Guarded(fn);
+  if (registry_ != nullptr) [[unlikely]]
+    return Status::Rejected(StatusCode::kInvalidArgument, "keyed_pipeline_needs_key");
+  return Run(stages_, fn);
 }
 
 template <typename F>
-internal::PolicyReturn<F> Pipeline::Guarded(F& fn) {
-  if (breaker_ != nullptr && retry_ != nullptr && recording_ == RetryRecording::kFinalResult) {
-    Result<Permit> permit = breaker_->TryAcquire();
+internal::PolicyReturn<F> Pipeline::Execute(std::string_view key, F&& fn) {
+  return ExecuteKeyed(key, fn);
+}
+
+template <typename F>
+internal::PolicyReturn<F> Pipeline::Execute(const RegistryKey& key, F&& fn) {
+  return ExecuteKeyed(key, fn);
+}
+
+template <typename Key, typename F>
+internal::PolicyReturn<F> Pipeline::ExecuteKeyed(const Key& key, F& fn) {
+  if (registry_ == nullptr) [[unlikely]]
+    return Status::Rejected(StatusCode::kInvalidArgument, "pipeline_not_keyed");
+  Result<KeyedStages> k = StagesFor(registry_->Get(key, builder_.config_name_));
+  if (!k) [[unlikely]]
+    return std::move(k).error();
+  return Run(k->stages, fn);
+}
+
+template <typename F>
+internal::PolicyReturn<F> Pipeline::Run(const Stages& st, F& fn) {
+  if (st.rate_limiter != nullptr) {
+    Status s = st.rate_limiter->Acquire();
+    if (!s.ok()) [[unlikely]]
+      return s;
+  }
+  if (st.bulkhead != nullptr) {
+    Result<BulkheadPermit> slot = st.bulkhead->Acquire();
+    if (!slot) [[unlikely]]
+      return std::move(slot).error();
+    return Guarded(st, fn);  // The slot is freed on the way out, also on a throw.
+  }
+  return Guarded(st, fn);
+}
+
+template <typename F>
+internal::PolicyReturn<F> Pipeline::Guarded(const Stages& st, F& fn) {
+  if (st.breaker != nullptr && retry_ != nullptr && recording_ == RetryRecording::kFinalResult) {
+    Result<Permit> permit = st.breaker->TryAcquire();
     if (!permit) return std::move(permit).error();
     Outcome last;
     try {
-      internal::PolicyReturn<F> r = Loop(fn, nullptr, &last);
+      internal::PolicyReturn<F> r = Loop(st, fn, nullptr, &last);
       permit->Record(last);
       return r;
     } catch (...) {
@@ -251,22 +357,26 @@ internal::PolicyReturn<F> Pipeline::Guarded(F& fn) {
       throw;
     }
   }
-  return Loop(fn, breaker_, nullptr);
+  return Loop(st, fn, st.breaker, nullptr);
 }
 
 template <typename F>
-internal::PolicyReturn<F> Pipeline::Loop(F& fn, CircuitBreaker* per_attempt, Outcome* last) {
+internal::PolicyReturn<F> Pipeline::Loop(const Stages& st, F& fn, CircuitBreaker* per_attempt,
+                                         Outcome* last) {
   const TimePoint start = retry_ != nullptr ? retry_->LoopStart() : TimePoint();
   for (int attempt = 1;; ++attempt) {
     std::optional<Permit> permit;
     if (per_attempt != nullptr) {
       Result<Permit> p = per_attempt->TryAcquire();
-      if (!p) return std::move(p).error();  // kCircuitOpen is never retried.
+      if (!p) {  // kCircuitOpen is never retried.
+        if (retry_ != nullptr && attempt > 1) retry_->CountLoop(false, attempt);
+        return std::move(p).error();
+      }
       permit.emplace(std::move(*p));
     }
     Attempt<internal::PolicyReturn<F>> a = [&] {
       try {
-        return RunAttempt(fn);
+        return RunAttempt(st, fn);
       } catch (...) {
         if (permit) permit->Failure(Duration::zero());
         throw;
@@ -278,28 +388,38 @@ internal::PolicyReturn<F> Pipeline::Loop(F& fn, CircuitBreaker* per_attempt, Out
       if (permit) permit->Record(o);
       if (last != nullptr) *last = o;
     }
-    if (s.ok() || retry_ == nullptr) return std::move(a.ret);
+    if (retry_ == nullptr) return std::move(a.ret);
+    if (s.ok()) {
+      retry_->CountLoop(true, attempt);
+      return std::move(a.ret);
+    }
     const RetryDecision d = retry_->Decide(attempt, s, start);
-    if (d.action == RetryDecision::Action::kGiveUp) return std::move(a.ret);
-    if (d.action == RetryDecision::Action::kExhausted) return Retry::Exhausted(attempt, d, s);
+    if (d.action != RetryDecision::Action::kRetry) {
+      retry_->CountLoop(false, attempt);
+      if (d.action == RetryDecision::Action::kGiveUp) return std::move(a.ret);
+      return Retry::Exhausted(attempt, d, s);
+    }
     // Never wait towards a breaker that has opened meanwhile: stop now.
-    if (Status open = BreakerVerdict(); !open.ok()) return open;
+    if (Status open = BreakerVerdict(st.breaker); !open.ok()) {
+      retry_->CountLoop(false, attempt + 1);  // The loop meant to retry.
+      return open;
+    }
     retry_->clock().SleepFor(d.wait);
   }
 }
 
 template <typename F>
-Pipeline::Attempt<internal::PolicyReturn<F>> Pipeline::RunAttempt(F& fn) {
+Pipeline::Attempt<internal::PolicyReturn<F>> Pipeline::RunAttempt(const Stages& st, F& fn) {
   if (timeout_ != nullptr) {
-    Timeout::Watch watch = timeout_->Start(precise_);
+    Timeout::Watch watch = timeout_->Start(st.precise);
     internal::PolicyReturn<F> r = internal::InvokeWithToken(fn, watch.token());
     if (watch.Finish()) return {Timeout::TimedOut(), watch.elapsed()};
     return {std::move(r), watch.elapsed()};
   }
-  if (breaker_ == nullptr) return {internal::InvokePlain(fn), Duration::zero()};
-  const TimePoint start = ReadClock();
+  if (st.breaker == nullptr) return {internal::InvokePlain(fn), Duration::zero()};
+  const TimePoint start = ReadClock(st.precise);
   internal::PolicyReturn<F> r = internal::InvokePlain(fn);
-  const TimePoint end = ReadClock();
+  const TimePoint end = ReadClock(st.precise);
   return {std::move(r), end > start ? end - start : Duration::zero()};
 }
 

@@ -38,6 +38,12 @@
 // Inside a Pipeline with a circuit breaker, whether the breaker records every
 // attempt or only the final result is RetryRecording (pipeline.h).
 //
+// Every loop, run by Execute() or inside a Pipeline, is counted by how it
+// ended (loop_counts(), Resilience4j's Retry.Metrics): the metrics report it
+// once the Retry is registered with MetricsCollector::AddRetry(), with no code
+// around the calls. The counters are striped per thread, so loops on many
+// threads do not write one cache line.
+//
 // Thread-safe: one Retry may run any number of loops at once. The interval
 // function is shared by them; backoff::DecorrelatedJitter keeps its previous
 // wait per function object, so concurrent loops draw from one sequence (still
@@ -45,7 +51,9 @@
 #ifndef FUSEBOX_RETRY_H_
 #define FUSEBOX_RETRY_H_
 
+#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -107,6 +115,18 @@ struct RetryDecision {
   const char* reason = "";
 };
 
+// A Retry's loops by how they ended, since it was created. Each counter is
+// exact; the four together are not one instant.
+struct RetryLoopCounts {
+  std::uint64_t successful_without_retry = 0;
+  std::uint64_t successful_with_retry = 0;
+  // A non-retryable failure on the first attempt included.
+  std::uint64_t failed_without_retry = 0;
+  // kRetriesExhausted, a breaker that opened between attempts, or a
+  // non-retryable failure after a retry.
+  std::uint64_t failed_with_retry = 0;
+};
+
 class Retry {
  public:
   // Validates `options` and builds a retry policy that sleeps on `clock`,
@@ -137,6 +157,15 @@ class Retry {
   // last of which failed with `last`: "3 attempts (max_attempts), last:
   // Unavailable: reset by peer". Allocates (the message); failure path only.
   static Status Exhausted(int attempts, const RetryDecision& decision, const Status& last);
+  // Counts a loop that ended after `attempts` attempts (see loop_counts()).
+  // Execute() and Pipeline call it; a loop of one's own may too.
+  void CountLoop(bool succeeded, int attempts) const noexcept {
+    const int i = (succeeded ? 0 : 2) + (attempts > 1 ? 1 : 0);
+    stripes_[StripeOfThisThread()].counts[i].fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // The loops counted so far.
+  RetryLoopCounts loop_counts() const noexcept;
 
   const RetryOptions& options() const noexcept { return options_; }
   Clock& clock() const noexcept { return clock_; }
@@ -144,8 +173,18 @@ class Retry {
  private:
   Retry(RetryOptions options, Clock& clock);
 
+  static constexpr std::size_t kStripes = 8;
+  // This thread's stripe: threads take stripes in turn, on first use.
+  static std::size_t StripeOfThisThread() noexcept;
+
   const RetryOptions options_;
   Clock& clock_;
+  // Loop counts: successful_without, successful_with, failed_without,
+  // failed_with; one cache line per stripe.
+  struct alignas(64) Stripe {
+    std::atomic<std::uint64_t> counts[4] = {};
+  };
+  mutable Stripe stripes_[kStripes];
 };
 
 template <typename F>
@@ -154,10 +193,16 @@ internal::PolicyReturn<F> Retry::Execute(F&& fn) {
   for (int attempt = 1;; ++attempt) {
     internal::PolicyReturn<F> r = internal::InvokePlain(fn);
     const Status& s = internal::StatusOf(r);
-    if (s.ok()) return r;
+    if (s.ok()) {
+      CountLoop(true, attempt);
+      return r;
+    }
     const RetryDecision d = Decide(attempt, s, start);
-    if (d.action == RetryDecision::Action::kGiveUp) return r;
-    if (d.action == RetryDecision::Action::kExhausted) return Exhausted(attempt, d, s);
+    if (d.action != RetryDecision::Action::kRetry) {
+      CountLoop(false, attempt);
+      if (d.action == RetryDecision::Action::kGiveUp) return r;
+      return Exhausted(attempt, d, s);
+    }
     clock_.SleepFor(d.wait);
   }
 }

@@ -191,7 +191,8 @@ TEST(Seed004, DefaultPreset) {
 
 TEST(Seed004, DefaultPresetRejectionsCarryTheEndOfTheWait) {
   ManualClock clock;
-  auto breaker = std::move(CircuitBreaker::Create("payment", SeedConfig(), clock)).value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto breaker,
+                               CircuitBreaker::Create("payment", SeedConfig(), clock));
   for (int k = 1; k <= 16; ++k) {
     clock.Set(ManualClock::kEpoch + std::chrono::seconds(k) + k * 1ms);
     Result<Permit> permit = breaker->TryAcquire();
@@ -258,7 +259,8 @@ TEST(Seed004, NoBreakerPreset) {
   EXPECT_EQ(counted.thread_time, 45s);
 
   ManualClock clock;
-  auto breaker = std::move(CircuitBreaker::Create("payment", SeedConfig(), clock)).value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto breaker,
+                               CircuitBreaker::Create("payment", SeedConfig(), clock));
   breaker->Disable({.reason = "no-breaker preset", .actor = "seed004"});
   Totals disabled;
   for (int k = 1; k <= kCalls; ++k) {
@@ -364,7 +366,7 @@ TEST(Seed004, ShortOutagePeaksAtFiftyPercent) {
   CircuitBreakerConfig config = SeedConfig();
   config.failure_rate_threshold = 80;
   ManualClock clock;
-  auto breaker = std::move(CircuitBreaker::Create("payment", config, clock)).value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto breaker, CircuitBreaker::Create("payment", config, clock));
   float peak = -1;
   for (int k = 1; k <= kCalls; ++k) {
     clock.Set(ManualClock::kEpoch + std::chrono::seconds(k) + k * 1ms);

@@ -7,8 +7,10 @@
 #include <future>
 #include <latch>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/snapshot_store.h"
 #include "fusebox/testing/manual_clock.h"
+#include "fusebox/testing/status_macros.h"
 
 namespace fusebox {
 namespace {
@@ -26,6 +29,25 @@ using std::chrono::nanoseconds;
 using std::chrono::seconds;
 
 // --- MemorySnapshotStore ------------------------------------------------------
+
+// Whether `store` holds `key`. A failed read fails the test (reported, never
+// an abort) and reads as not held.
+bool Holds(SnapshotStore& store, std::string_view key) {
+  Result<std::optional<Snapshot>> got = store.Get(key);
+  if (!got) {
+    ADD_FAILURE() << "Get(\"" << key << "\") is " << got.error();
+    return false;
+  }
+  return got->has_value();
+}
+
+// The snapshot `store` holds under `key`, into *out; a fatal failure when the
+// read fails or finds nothing (call under ASSERT_NO_FATAL_FAILURE).
+void ExpectHeld(SnapshotStore& store, std::string_view key, Snapshot* out) {
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(std::optional<Snapshot> got, store.Get(key));
+  ASSERT_TRUE(got.has_value()) << "nothing held under \"" << key << "\"";
+  *out = *std::move(got);
+}
 
 TEST(MemorySnapshotStore, CreateValidatesOptions) {
   auto none = MemorySnapshotStore::Create({.max_entries = 0});
@@ -39,8 +61,8 @@ TEST(MemorySnapshotStore, CreateValidatesOptions) {
 
 TEST(MemorySnapshotStore, ReturnsValueAndAgeOnItsClock) {
   testing::ManualClock clock;
-  auto store = *MemorySnapshotStore::Create({.clock = &clock});
-  EXPECT_FALSE(store->Get("k").value().has_value());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto store, MemorySnapshotStore::Create({.clock = &clock}));
+  EXPECT_FALSE(Holds(*store, "k"));
   ASSERT_TRUE(store->Put("k", "v1").ok());
   clock.Advance(seconds(7));
   auto got = store->Get("k");
@@ -48,24 +70,27 @@ TEST(MemorySnapshotStore, ReturnsValueAndAgeOnItsClock) {
   EXPECT_EQ((*got)->value, "v1");
   EXPECT_EQ((*got)->age, seconds(7));
   ASSERT_TRUE(store->Put("k", "v2").ok());  // Replacing resets the age.
-  EXPECT_EQ(store->Get("k").value()->age, Duration::zero());
-  EXPECT_EQ(store->Get("k").value()->value, "v2");
+  Snapshot held;
+  ASSERT_NO_FATAL_FAILURE(ExpectHeld(*store, "k", &held));
+  EXPECT_EQ(held.age, Duration::zero());
+  EXPECT_EQ(held.value, "v2");
   ASSERT_TRUE(store->Erase("k").ok());
-  EXPECT_FALSE(store->Get("k").value().has_value());
+  EXPECT_FALSE(Holds(*store, "k"));
   EXPECT_TRUE(store->Erase("absent").ok());
 }
 
 TEST(MemorySnapshotStore, EvictsLeastRecentlyUsed) {
   testing::ManualClock clock;
-  auto store = *MemorySnapshotStore::Create({.clock = &clock, .max_entries = 2});
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto store,
+                               MemorySnapshotStore::Create({.clock = &clock, .max_entries = 2}));
   ASSERT_TRUE(store->Put("a", "1").ok());
   ASSERT_TRUE(store->Put("b", "2").ok());
-  EXPECT_TRUE(store->Get("a").value().has_value());  // "b" is now least recent.
+  EXPECT_TRUE(Holds(*store, "a"));  // "b" is now least recent.
   ASSERT_TRUE(store->Put("c", "3").ok());
   EXPECT_EQ(store->size(), 2u);
-  EXPECT_TRUE(store->Get("a").value().has_value());
-  EXPECT_FALSE(store->Get("b").value().has_value());
-  EXPECT_TRUE(store->Get("c").value().has_value());
+  EXPECT_TRUE(Holds(*store, "a"));
+  EXPECT_FALSE(Holds(*store, "b"));
+  EXPECT_TRUE(Holds(*store, "c"));
 }
 
 // --- SnapshotKey --------------------------------------------------------------
@@ -132,7 +157,9 @@ TEST_F(StaleIfErrorReaderTest, MissCallsAndStoresSnapshot) {
   EXPECT_EQ(r->source, ReadSource::kCall);
   EXPECT_EQ(r->age, Duration::zero());
   EXPECT_EQ(calls_, 1);
-  EXPECT_EQ(store_->Get("k").value()->value, "v1");
+  Snapshot held;
+  ASSERT_NO_FATAL_FAILURE(ExpectHeld(*store_, "k", &held));
+  EXPECT_EQ(held.value, "v1");
 }
 
 TEST_F(StaleIfErrorReaderTest, FreshSnapshotUpToFreshForCallsNothing) {
@@ -155,7 +182,9 @@ TEST_F(StaleIfErrorReaderTest, OldSnapshotIsRefreshed) {
   EXPECT_EQ(r->value, "v2");
   EXPECT_EQ(r->source, ReadSource::kCall);
   EXPECT_EQ(calls_, 2);
-  EXPECT_EQ(store_->Get("k").value()->age, Duration::zero());
+  Snapshot held;
+  ASSERT_NO_FATAL_FAILURE(ExpectHeld(*store_, "k", &held));
+  EXPECT_EQ(held.age, Duration::zero());
 }
 
 TEST_F(StaleIfErrorReaderTest, StaleAllowedFailuresServeLastGoodValue) {
@@ -218,7 +247,9 @@ TEST_F(StaleIfErrorReaderTest, WritesAreNeverCachedNorServedStale) {
   ASSERT_TRUE(w);
   EXPECT_EQ(w->value, "written");
   EXPECT_EQ(calls_, 2);
-  EXPECT_EQ(store_->Get("k").value()->value, "v1");  // Not stored.
+  Snapshot held;
+  ASSERT_NO_FATAL_FAILURE(ExpectHeld(*store_, "k", &held));
+  EXPECT_EQ(held.value, "v1");  // Not stored.
   next_ = Status(StatusCode::kUnavailable, "down");
   auto failed = reader_->Read("k", Counting(), CallKind::kWrite);
   ASSERT_FALSE(failed);
@@ -269,7 +300,8 @@ TEST(StaleIfErrorReader, AStoreThatCannotLookIsReportedNotTakenForAMiss) {
 TEST(MemorySnapshotStore, EvictsLeastRecentlyUsedBeyondMaxBytes) {
   testing::ManualClock clock;
   // Keys of 1 byte, values of 10: three fit in 33 bytes, a fourth evicts.
-  auto store = *MemorySnapshotStore::Create({.clock = &clock, .max_bytes = 33});
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto store,
+                               MemorySnapshotStore::Create({.clock = &clock, .max_bytes = 33}));
   for (const char* k : {"a", "b", "c"}) ASSERT_TRUE(store->Put(k, std::string(10, 'x')).ok());
   EXPECT_EQ(store->bytes(), 33u);
   ASSERT_TRUE(store->Get("a").has_value());  // "b" is now the least recently used.
@@ -282,7 +314,8 @@ TEST(MemorySnapshotStore, EvictsLeastRecentlyUsedBeyondMaxBytes) {
 
 TEST(MemorySnapshotStore, RefusesASnapshotLargerThanMaxBytesAndDropsTheOlderOne) {
   testing::ManualClock clock;
-  auto store = *MemorySnapshotStore::Create({.clock = &clock, .max_bytes = 16});
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto store,
+                               MemorySnapshotStore::Create({.clock = &clock, .max_bytes = 16}));
   ASSERT_TRUE(store->Put("k", "small").ok());
   const Status s = store->Put("k", std::string(100, 'x'));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
@@ -294,7 +327,7 @@ TEST(MemorySnapshotStore, RefusesASnapshotLargerThanMaxBytesAndDropsTheOlderOne)
 
 TEST(MemorySnapshotStore, PutAgedKeepsTheGivenAge) {
   testing::ManualClock clock;
-  auto store = *MemorySnapshotStore::Create({.clock = &clock});
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto store, MemorySnapshotStore::Create({.clock = &clock}));
   ASSERT_TRUE(store->PutAged("k", "v", seconds(30)).ok());
   clock.Advance(seconds(5));
   EXPECT_EQ((*store->Get("k"))->age, seconds(35));
@@ -480,7 +513,7 @@ struct FakeProvider {
 
 TEST(StaleIfErrorReader, Seed000Sequence) {
   testing::ManualClock clock;
-  auto store = *MemorySnapshotStore::Create({.clock = &clock});
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto store, MemorySnapshotStore::Create({.clock = &clock}));
   auto reader = *StaleIfErrorReader::Create(
       {.store = store.get(), .fresh_for = seconds(60), .max_stale_age = hours(24)});
   // The read circuit of one account: opens on a rate limit for its

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "apps/fusebox/test_util.h"
+#include "fusebox/testing/status_macros.h"
 
 namespace fusebox::app {
 namespace {
@@ -23,8 +24,8 @@ const CompareRow& Row(const std::vector<CompareRow>& rows, const std::string& la
 }
 
 TEST(Compare, PresetsOnTheDefaultScenario) {
-  Result<std::vector<CompareRow>> rows =
-      CompareOnScenario(FindPreset("default").value(), PresetCandidates());
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const Scenario scenario, FindPreset("default"));
+  Result<std::vector<CompareRow>> rows = CompareOnScenario(scenario, PresetCandidates());
   ASSERT_TRUE(rows.has_value()) << rows.error();
   ASSERT_EQ(rows->size(), 5u);
   // default: first failure at 11 s, OPEN at 15 s; 8 calls reach the dead
@@ -52,8 +53,9 @@ TEST(Compare, PresetsOnTheDefaultScenario) {
 }
 
 TEST(Compare, TableAndJson) {
-  const std::vector<CompareRow> rows =
-      CompareOnScenario(FindPreset("default").value(), PresetCandidates()).value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const Scenario scenario, FindPreset("default"));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const std::vector<CompareRow> rows,
+                               CompareOnScenario(scenario, PresetCandidates()));
   std::ostringstream table;
   WriteCompareTable("title", rows, table);
   EXPECT_EQ(table.str(), testing::ReadFile(testing::TestData("compare_presets.table.txt")));
@@ -71,11 +73,13 @@ TEST(Compare, TableAndJson) {
 
 TEST(Compare, RecordedTrace) {
   std::istringstream in(testing::ReadFile(testing::TestData("incident.jsonl")));
-  const Trace trace = ReadTrace(in).value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const Trace trace, ReadTrace(in));
   const Candidate base{"trace", true, trace.config};
-  std::vector<Candidate> candidates = {
-      base, ParseCandidate("fast:failureRateThreshold=30,waitDurationInOpenState=2s", base).value(),
-      ParseCandidate("no-breaker", base).value()};
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(
+      Candidate fast_candidate,
+      ParseCandidate("fast:failureRateThreshold=30,waitDurationInOpenState=2s", base));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Candidate none_candidate, ParseCandidate("no-breaker", base));
+  std::vector<Candidate> candidates = {base, fast_candidate, none_candidate};
   Result<std::vector<CompareRow>> rows = CompareOnTrace(trace, candidates);
   ASSERT_TRUE(rows.has_value()) << rows.error();
   const CompareRow& none = Row(*rows, "no-breaker");

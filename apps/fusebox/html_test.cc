@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "fusebox/testing/status_macros.h"
+
 namespace fusebox::app {
 namespace {
 
@@ -16,8 +18,9 @@ std::size_t Count(const std::string& text, const std::string& what) {
 }
 
 TEST(Html, SelfContainedTimeline) {
-  const std::string page =
-      RenderHtml(Simulate(FindPreset("default").value()).value(), Language::kEnglish);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const Scenario scenario, FindPreset("default"));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run, Simulate(scenario));
+  const std::string page = RenderHtml(run, Language::kEnglish);
   EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_EQ(Count(page, "<svg"), 1u);
   // Nothing to fetch: no external script, style, image or font.
@@ -41,9 +44,10 @@ TEST(Html, SelfContainedTimeline) {
 }
 
 TEST(Html, KoreanAndEscaping) {
-  Scenario s = FindPreset("no-breaker").value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Scenario s, FindPreset("no-breaker"));
   s.name = "<script>alert(1)</script>";
-  const std::string page = RenderHtml(Simulate(s).value(), Language::kKorean);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const SimRun run, Simulate(s));
+  const std::string page = RenderHtml(run, Language::kKorean);
   EXPECT_NE(page.find("<html lang=\"ko\">"), std::string::npos);
   EXPECT_NE(page.find("결제 서비스 호출 성공."), std::string::npos);
   EXPECT_EQ(page.find("<script>alert"), std::string::npos);

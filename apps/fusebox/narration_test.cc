@@ -135,16 +135,20 @@ TEST(Narration, ErrorsAndAnyFailurePolicy) {
 }
 
 TEST(Narration, ParseLanguage) {
-  EXPECT_EQ(ParseLanguage("ko").value(), Language::kKorean);
-  EXPECT_EQ(ParseLanguage("en").value(), Language::kEnglish);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Language ko, ParseLanguage("ko"));
+  EXPECT_EQ(ko, Language::kKorean);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Language en, ParseLanguage("en"));
+  EXPECT_EQ(en, Language::kEnglish);
   EXPECT_EQ(ParseLanguage("fr").error().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(Narration, BreakerSettings) {
-  EXPECT_EQ(BreakerSettingsText(FindPreset("default").value()),
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const Scenario default_preset, FindPreset("default"));
+  EXPECT_EQ(BreakerSettingsText(default_preset),
             "slidingWindowSize=10 minimumNumberOfCalls=10 failureRateThreshold=50 "
             "waitDurationInOpenState=5s permittedNumberOfCallsInHalfOpenState=3");
-  EXPECT_EQ(BreakerSettingsText(FindPreset("no-breaker").value()), "none");
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const Scenario no_breaker, FindPreset("no-breaker"));
+  EXPECT_EQ(BreakerSettingsText(no_breaker), "none");
   FUSEBOX_ASSERT_OK_AND_ASSIGN(Scenario s, FindPreset("default"));
   s.breaker.compatibility = Compatibility::kResilience4j;
   EXPECT_NE(BreakerSettingsText(s).find("compatibility=resilience4j"), std::string::npos);

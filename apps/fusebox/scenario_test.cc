@@ -6,6 +6,7 @@
 #include <string>
 
 #include "apps/fusebox/test_util.h"
+#include "fusebox/testing/status_macros.h"
 
 namespace fusebox::app {
 namespace {
@@ -22,7 +23,7 @@ std::string ErrorOf(std::string_view yaml) {
 
 TEST(Scenario, PresetsAreTheSeeds) {
   ASSERT_EQ(PresetNames().size(), 5u);
-  const Scenario d = FindPreset("default").value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(const Scenario d, FindPreset("default"));
   EXPECT_EQ(d.calls, 40);
   EXPECT_EQ(d.interval, 1s);
   EXPECT_EQ(d.timeout, 3s);
@@ -41,7 +42,7 @@ TEST(Scenario, PresetsAreTheSeeds) {
 }
 
 TEST(Scenario, DependencyModel) {
-  Scenario s = FindPreset("default").value();
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Scenario s, FindPreset("default"));
   s.slowdowns = {Slowdown{TimeWindow{30s, 5s}, 1s}, Slowdown{TimeWindow{32s, 5s}, 2500ms}};
   s.error_bursts = {ErrorBurst{TimeWindow{36s, 2s}, 0.5}};
   EXPECT_EQ(s.AnswerAt(10, 0.0).kind, Answer::Kind::kOk);

@@ -385,6 +385,25 @@ resilience4j.retry.instances.payment:
   }
 }
 
+// The bound excludes its limit: a first wait of exactly 0 with a growing or
+// randomized wait is refused (the core's Retry accepts a 0 wait, so only the
+// loader's check stands between it and a backoff that never waits), naming
+// the field.
+TEST(YamlConfig, AZeroFirstWaitWithExponentialOrRandomizedBackoffIsRefused) {
+  for (const char* kind : {"enableExponentialBackoff", "enableRandomizedWait"}) {
+    Result<Configuration> c = LoadConfig(std::string(R"(
+resilience4j.retry.instances.payment:
+  waitDuration: 0ms
+  )") + kind + ": true\n",
+                                         "app.yml");
+    ASSERT_FALSE(c.has_value()) << kind;
+    EXPECT_EQ(c.error().message(),
+              "app.yml:3:17: resilience4j.retry.instances.payment.waitDuration: must be > 0 with "
+              "exponential or randomized backoff, got 0ms")
+        << kind;
+  }
+}
+
 TEST(YamlConfig, RetryRandomizedWaitStaysWithinItsFactor) {
   const Configuration c = MustLoad(R"(
 resilience4j.retry.instances.payment:

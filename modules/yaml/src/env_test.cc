@@ -37,6 +37,26 @@ TEST(YamlEnv, OverridesAnInstanceProperty) {
   EXPECT_EQ(c->circuit_breakers.instance("orders")->config.sliding_window_size, 100);
 }
 
+// Two entries whose names map to the same variable name (payment-api and
+// payment_api are both PAYMENT_API): the variable is refused as ambiguous,
+// never applied to one of them. Two is enough to be ambiguous.
+TEST(YamlEnv, AVariableNamingTwoEntriesIsAmbiguous) {
+  Result<Configuration> c =
+      Load({{"FUSEBOX_CIRCUITBREAKER_INSTANCES_PAYMENT_API_SLIDINGWINDOWSIZE", "30"}},
+           R"(resilience4j.circuitbreaker.instances:
+  payment-api:
+    slidingWindowSize: 10
+  payment_api:
+    slidingWindowSize: 20
+)");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_THAT(c.error().message(),
+              ::testing::HasSubstr("ambiguous: names more than one entry and property"));
+  EXPECT_THAT(
+      c.error().message(),
+      ::testing::HasSubstr("FUSEBOX_CIRCUITBREAKER_INSTANCES_PAYMENT_API_SLIDINGWINDOWSIZE"));
+}
+
 // An override of configs.default reaches every entry built on it.
 TEST(YamlEnv, OverrideOfDefaultIsInherited) {
   Result<Configuration> c =

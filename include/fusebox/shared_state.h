@@ -246,9 +246,9 @@ class SharedState {
     (void)setting;
   }
 
-  // Pushes every override set or lifted anywhere in the fleet to `watcher`
-  // until Unsubscribe(id). Default: 0, nothing pushed (a store that keeps no
-  // overrides, or pushes them only to their circuit's subscribers).
+  // Pushes every override set or lifted anywhere in the fleet to `watcher` until Unsubscribe(id).
+  // Default: 0, nothing pushed (no overrides, or only to their subscribers).
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): implementations keep it.
   virtual SubscriptionId WatchOverrides(std::shared_ptr<SharedOverrideWatcher> watcher) {
     (void)watcher;
     return 0;

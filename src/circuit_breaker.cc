@@ -64,8 +64,24 @@ Result<std::unique_ptr<CircuitBreaker>> CircuitBreaker::Create(std::string name,
                                                                Clock& clock) {
   Status s = config.Validate();
   if (!s.ok()) return s;
+  std::unique_ptr<CircuitBreaker> b(new CircuitBreaker(std::move(name), std::move(config), clock));
+  b->JoinFleet();
+  return b;
+}
+
+Result<std::unique_ptr<CircuitBreaker>> CircuitBreaker::CreateUnjoined(std::string name,
+                                                                       CircuitBreakerConfig config,
+                                                                       Clock& clock) {
+  Status s = config.Validate();
+  if (!s.ok()) return s;
   return std::unique_ptr<CircuitBreaker>(
       new CircuitBreaker(std::move(name), std::move(config), clock));
+}
+
+// From here on the store may call in (from its own thread) and read the
+// fleet's state: whatever that changes reaches the listeners added before.
+void CircuitBreaker::JoinFleet() {
+  if (core_->shared) core_->SubscribeFleet();
 }
 
 CircuitBreaker::CircuitBreaker(std::string name, CircuitBreakerConfig config, Clock& clock)
@@ -99,8 +115,7 @@ CircuitBreaker::CircuitBreaker(std::string name, CircuitBreakerConfig config, Cl
     core_->shared_stale = core_->shared != nullptr;
     core_->PublishLocked(State::kClosed, 0, false, SecondOf(clock_.CoarseNow()));
   }
-  // Last: from here on the store may call in (from its own thread).
-  if (core_->shared) core_->SubscribeFleet();
+  // The fleet is joined by Create() (or the registry, after on_create).
 }
 
 CircuitBreaker::~CircuitBreaker() {

@@ -732,6 +732,9 @@ void WriteSharedStates(Writer& w, const std::vector<SharedStateSample>& states) 
       {"shared_state_events_total", "Changes pushed to this instance", &SharedStateHealth::events},
       {"shared_state_dropped_total", "Trips, closes, releases or overrides that could not be sent",
        &SharedStateHealth::dropped},
+      {"shared_state_resyncs_total",
+       "Times every breaker re-read the fleet (pushes may have been missed)",
+       &SharedStateHealth::resyncs},
   };
   for (const Family& f : kFamilies) {
     w.Header(f.name, "counter", f.help);
@@ -740,6 +743,13 @@ void WriteSharedStates(Writer& w, const std::vector<SharedStateSample>& states) 
       w.Label("name", s.name, true);
       w.Close(static_cast<std::uint64_t>(s.health.*f.field));
     }
+  }
+  w.Header("shared_state_staleness_seconds", "gauge",
+           "How long ago the shared state last proved that its pushes arrive");
+  for (const SharedStateSample& s : states) {
+    w.Open("shared_state_staleness_seconds");
+    w.Label("name", s.name, true);
+    w.Close(Seconds(s.health.staleness));
   }
 }
 

@@ -535,11 +535,12 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::Insert(std::uint64_t hash, std
       }
       std::shared_ptr<CircuitBreaker>& overflow = it->second;
       if (!overflow) {
-        auto created = CircuitBreaker::Create("overflow:" + std::string(config_name),
-                                              std::move(config), clock_);
+        auto created = CircuitBreaker::CreateUnjoined("overflow:" + std::string(config_name),
+                                                      std::move(config), clock_);
         if (!created) return std::move(created).error();  // Cannot happen: validated.
         overflow = std::shared_ptr<CircuitBreaker>(std::move(*created));
         if (options_.on_create) options_.on_create(*overflow);
+        overflow->JoinFleet();
       }
       impl_->overflowed.fetch_add(1, std::memory_order_relaxed);
       ++impl_->overflowed_unreported;
@@ -553,10 +554,14 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::Insert(std::uint64_t hash, std
       }
       breaker = overflow;
     } else {
-      auto created = CircuitBreaker::Create(std::string(key), std::move(config), clock_);
+      auto created = CircuitBreaker::CreateUnjoined(std::string(key), std::move(config), clock_);
       if (!created) return std::move(created).error();  // Cannot happen: validated.
       breaker = std::shared_ptr<CircuitBreaker>(std::move(*created));
+      // Observers first, then the fleet: a transition the fleet's state
+      // causes at once (an override in force, read by the store's thread)
+      // reaches every observer (issue 16).
       if (options_.on_create) options_.on_create(*breaker);
+      breaker->JoinFleet();
       Entry* e = Entry::New(hash, key, breaker, now_ns);
       {
         WriteGuard<Shard> write(shard);

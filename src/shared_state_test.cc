@@ -12,7 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "fusebox/audit_log.h"
 #include "fusebox/circuit_breaker.h"
+#include "fusebox/observer.h"
 #include "fusebox/registry.h"
 #include "fusebox/testing/in_process_shared_state.h"
 #include "fusebox/testing/manual_clock.h"
@@ -437,6 +439,56 @@ TEST_F(SharedStateTest, ConcurrentInstancesNeverProbeTwiceAtOnce) {
   EXPECT_EQ(max_probing.load(), 1);
   EXPECT_EQ(fleet_->counters().probes_granted, 20);
   EXPECT_EQ(fleet_->counters().closes, 20);
+}
+
+// A store whose thread reads a new breaker's circuit the instant it
+// subscribes (the worst case of RedisSharedState's read at creation), with
+// an operator's override in force there.
+class ReadsAtOnce final : public SharedState {
+ public:
+  SubscriptionId Subscribe(std::string_view /*circuit*/,
+                           std::shared_ptr<SharedStateListener> listener) override {
+    listener->OnSharedRefresh();
+    return 1;
+  }
+  void Unsubscribe(SubscriptionId /*id*/) override {}
+  Result<SharedCircuitView> Read(std::string_view /*circuit*/) override {
+    SharedCircuitView view;
+    view.override_in_force =
+        SharedOverride{SharedOverride::Kind::kForcedOpen, seconds(60), "incident 42", "alice"};
+    return view;
+  }
+  void Trip(std::string_view /*circuit*/, Duration /*open_for*/,
+            std::string_view /*reason*/) override {}
+  ProbeLease AcquireProbe(std::string_view /*circuit*/, Duration /*lease_for*/) override {
+    return {};
+  }
+  void Close(std::string_view /*circuit*/, std::string_view /*token*/) override {}
+  void Release(std::string_view /*circuit*/, std::string_view /*token*/) override {}
+};
+
+// Issue 16, point 2: the transition a new breaker makes on its first read
+// of the fleet reaches the registry's observers (they are attached before
+// the breaker joins the fleet). It used to be applied inside the breaker's
+// constructor, before on_create: an audit log missed it.
+TEST_F(SharedStateTest, ARegistrysObserversHearTheOverrideANewBreakerFindsInTheFleet) {
+  auto sink = std::make_shared<MemoryLineSink>();
+  std::shared_ptr<AuditLog> audit = *AuditLog::Create({.sink = sink});
+  auto recorder = std::make_shared<Recorder>();
+  RegistryOptions options{.clock = &clock_};
+  options.default_config.shared_state = std::make_shared<ReadsAtOnce>();
+  options.on_create = [&](CircuitBreaker& b) { b.AddListener(recorder); };
+  ObserveRegistry(options, {audit});
+  std::unique_ptr<Registry> registry = *Registry::Create(std::move(options));
+
+  std::shared_ptr<CircuitBreaker> b = *registry->Get(kCircuit);
+  EXPECT_EQ(b->state(), State::kForcedOpen);
+  ASSERT_EQ(sink->size(), 1u);
+  EXPECT_THAT(sink->lines()[0], ::testing::HasSubstr(R"("action":"force_open")"));
+  EXPECT_THAT(sink->lines()[0], ::testing::HasSubstr(R"("actor":"alice")"));
+  ASSERT_EQ(recorder->transitions.size(), 1u);
+  EXPECT_EQ(recorder->transitions[0].to, State::kForcedOpen);
+  EXPECT_EQ(recorder->transitions[0].reason, TransitionReason::kOperator);
 }
 
 }  // namespace

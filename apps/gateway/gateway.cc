@@ -46,9 +46,11 @@
 #include <utility>
 
 #include "apps/gateway/dashboard.h"
+#include "apps/gateway/fleet_watch.h"
 #include "apps/gateway/handler.h"
 #include "fusebox/audit_log.h"
 #include "fusebox/config_names.h"
+#include "fusebox/event_log.h"
 #include "fusebox/meta/provider_call.h"
 #include "fusebox/metrics.h"
 #include "fusebox/observer.h"
@@ -624,6 +626,9 @@ struct Gateway::Impl {
   GatewayConfig config;
   Clock* clock = nullptr;
   std::ostream* log = nullptr;
+  // Adopts the fleet's overrides, logs transitions and Redis' trouble as
+  // JSON lines (fleet_watch.h). Before the store, which calls it.
+  std::shared_ptr<FleetWatch> fleet_watch;
 #ifdef FUSEBOX_GATEWAY_WITH_REDIS
   std::shared_ptr<redis::RedisSharedState> redis_state;
   std::unique_ptr<redis::RedisSnapshotStore> redis_store;
@@ -892,6 +897,7 @@ void Gateway::Impl::Shutdown() {
   workers->join();
   // Destroying the breakers releases any probe lease they hold; then the
   // shared state's queue (trips, closes, releases) is sent.
+  fleet_watch->AdoptInto(nullptr);  // No breaker is made for the fleet any more.
   handler.reset();
   registry.reset();
 #ifdef FUSEBOX_GATEWAY_WITH_REDIS
@@ -940,8 +946,10 @@ Result<FleetLink> Gateway::Impl::OpenStores() {
 Result<FleetLink> Gateway::Impl::OpenRedis() {
   Result<redis::ConnectionOptions> conn = redis::ParseRedisUrl(config.redis_url);
   if (!conn) return Status::InvalidArgument("redis: " + std::string(conn.error().message()));
-  Result<std::shared_ptr<redis::RedisSharedState>> state =
-      redis::RedisSharedState::Create({.connection = *conn});
+  Result<std::shared_ptr<redis::RedisSharedState>> state = redis::RedisSharedState::Create(
+      {.connection = *conn, .on_event = [watch = fleet_watch](const redis::SharedStateEvent& e) {
+         watch->LogStoreEvent(redis::SharedStateEventKindName(e.kind), e.detail, e.recovered);
+       }});
   if (!state) return state.error();
   redis_state = *state;
   Duration max_stale = std::chrono::hours(24);
@@ -970,7 +978,7 @@ Result<FleetLink> Gateway::Impl::OpenRedis() {
   if (!tiered) return tiered.error();
   tiered_store = std::move(*tiered);
   store = tiered_store.get();
-  store_metrics = [this] { return StoreMetrics(); };
+  store_metrics = [this] { return StoreMetrics() + fleet_watch->Metrics(redis_state->health()); };
   *log << "fusebox gateway: sharing circuits and snapshots through " << conn->Describe()
        << std::endl;
   return FleetLink{.shared_state = redis_state,
@@ -994,6 +1002,14 @@ Status Gateway::Impl::MakeRegistry(const FleetLink& fleet) {
     audit = std::move(*made);
     observers.push_back(audit);
   }
+  // Every transition as a JSON line on the log; rejections only counted.
+  Result<std::unique_ptr<EventLog>> transitions =
+      EventLog::Create({.sink = fleet_watch->line_log(),
+                        .wall_clock = [] { return WallClockNow(); },
+                        .rejections_per_interval = 0,
+                        .sampling_interval = std::chrono::minutes(1)});
+  if (!transitions) return transitions.error();
+  observers.push_back(std::shared_ptr<EventLog>(std::move(*transitions)));
   feed = std::make_shared<DashboardFeed>(*clock, [this](const std::string& json) {
     auto event = std::make_shared<std::string>("event: transition\ndata: " + json + "\n\n");
     asio::post(ioc, [this, event] { Broadcast(*event); });
@@ -1014,7 +1030,15 @@ Status Gateway::Impl::MakeRegistry(const FleetLink& fleet) {
   if (Status s = registry->AddConfig(std::string(meta::kTransientConfigName), transient); !s.ok()) {
     return s;
   }
-  return registry->AddConfig(std::string(meta::kQuotaConfigName), quota);
+  if (Status s = registry->AddConfig(std::string(meta::kQuotaConfigName), quota); !s.ok()) {
+    return s;
+  }
+  // An override set anywhere in the fleet makes its breaker here at once.
+  if (fleet.shared_state) {
+    fleet_watch->AdoptInto(registry.get());
+    (void)fleet.shared_state->WatchOverrides(fleet_watch);
+  }
+  return Status();
 }
 
 // Binds the listener (a host name is resolved, its first address taken) and
@@ -1108,6 +1132,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
   impl->config = std::move(options.config);
   impl->clock = options.clock != nullptr ? options.clock : &SystemClock();
   impl->log = options.log != nullptr ? options.log : &std::cerr;
+  impl->fleet_watch = std::make_shared<FleetWatch>(*impl->log);
   Result<FleetLink> fleet = impl->OpenStores();
   if (!fleet) return fleet.error();
   if (Status s = impl->MakeRegistry(*fleet); !s.ok()) return s;

@@ -514,6 +514,11 @@ class CircuitBreaker {
  public:
   // Validates `config` and builds a breaker named `name` on `clock`, which
   // must outlive it. Fails with kInvalidArgument naming the bad field.
+  // With a shared_state, the breaker joins the fleet before Create()
+  // returns: the store may already have applied an override or an OPEN the
+  // fleet holds, before a listener added afterwards could hear it (a
+  // Registry's on_create hook runs before its breakers join, so its
+  // observers see every transition).
   static Result<std::unique_ptr<CircuitBreaker>> Create(std::string name,
                                                         CircuitBreakerConfig config,
                                                         Clock& clock = SystemClock());
@@ -615,6 +620,12 @@ class CircuitBreaker {
   friend class Registry;
 
   CircuitBreaker(std::string name, CircuitBreakerConfig config, Clock& clock);
+  // For the Registry: Create() without joining the fleet, so that on_create
+  // adds its listeners first; JoinFleet() then subscribes to the store.
+  static Result<std::unique_ptr<CircuitBreaker>> CreateUnjoined(std::string name,
+                                                                CircuitBreakerConfig config,
+                                                                Clock& clock);
+  void JoinFleet();
 
   static State StateOf(std::uint64_t word) noexcept {
     return static_cast<State>(word & internal::kStateMask);

@@ -88,6 +88,14 @@ struct SharedStateHealth {
   std::int64_t events = 0;
   // Trips, closes, releases or overrides that could not be sent.
   std::int64_t dropped = 0;
+  // How long ago the store last proved that its pushes arrive (a message, or
+  // an answer to its heartbeat): at most about heartbeat + command timeout
+  // while healthy, growing while not. Zero for a store that pushes as it
+  // changes (in-process).
+  Duration staleness = Duration::zero();
+  // Times every breaker was asked to re-read the fleet (after a reconnect,
+  // or when trips that could not be sent are replayed).
+  std::int64_t resyncs = 0;
 };
 
 // What the fleet knows about one circuit.
@@ -150,6 +158,20 @@ class SharedStateListener {
   // breaker shows the fleet's state (an override, an OPEN) before its first
   // call needs it. Default: nothing.
   virtual void OnSharedRefresh() {}
+};
+
+// Hears every override the fleet sets or lifts, on any circuit, including
+// those no breaker here has subscribed to: an application that keeps its
+// breakers in a Registry creates the circuit's breaker on hearing it, so that
+// an operator's override is applied, listed and audited on every instance at
+// once rather than when the instance first serves that circuit. Called on a
+// thread of the store, before the circuit's own subscribers hear the same
+// override (a breaker created here hears it too). Must not block on the
+// store.
+class SharedOverrideWatcher {
+ public:
+  virtual ~SharedOverrideWatcher() = default;
+  virtual void OnFleetOverride(std::string_view circuit, const SharedOverride& setting) = 0;
 };
 
 // Bounds the blocking calls of a shared state (Read(), AcquireProbe()) that
@@ -222,6 +244,14 @@ class SharedState {
   virtual void PublishOverride(std::string_view circuit, const SharedOverride& setting) {
     (void)circuit;
     (void)setting;
+  }
+
+  // Pushes every override set or lifted anywhere in the fleet to `watcher` until Unsubscribe(id).
+  // Default: 0, nothing pushed (no overrides, or only to their subscribers).
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): implementations keep it.
+  virtual SubscriptionId WatchOverrides(std::shared_ptr<SharedOverrideWatcher> watcher) {
+    (void)watcher;
+    return 0;
   }
 
   // How the store is doing. Default: healthy, nothing counted.

@@ -18,8 +18,12 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -43,6 +47,37 @@ using redis::testing::PollUntil;
 using redis::testing::RedisServer;
 
 constexpr char kToken[] = "e2e-admin-token";
+
+// A log that several gateways' threads write at once (each piece under a
+// lock), read while they run.
+class LockedLog final : public std::streambuf {
+ public:
+  std::string str() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return text_;
+  }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (c != traits_type::eof()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      text_ += static_cast<char>(c);
+    }
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    text_.append(s, static_cast<std::size_t>(n));
+    return n;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::string text_;
+};
+
+// Generous: CI machines are loaded (a 5 s poll once failed there).
+constexpr Duration kPatience = std::chrono::seconds(30);
 
 // The four reads of seed 000's account screen, as the gateway's routes.
 std::string GatewayYaml(const std::string& instance, const std::string& upstream_url,
@@ -101,7 +136,17 @@ class GatewayE2eTest : public ::testing::Test {
     b_ = StartGateway("gw-b");
     ASSERT_NE(a_, nullptr);
     ASSERT_NE(b_, nullptr);
+    // Both subscribed to the fleet's pushes before a test acts: one
+    // published before B listens would reach B only through a read.
+    for (Gateway* gw : {a_.get(), b_.get()}) {
+      ASSERT_TRUE(PollUntil([&] { return SharedStateUp(*gw) == 1; }, kPatience))
+          << gw->address() << " never connected to Redis:\n"
+          << log_buf_.str();
+    }
   }
+
+  // fusebox_shared_state_up{name="redis"} of `gw`'s /metrics (-1: absent).
+  static long long SharedStateUp(Gateway& gw);
 
   void TearDown() override {
     if (redis_) (void)redis_->Resume();  // A test may have SIGSTOPped it.
@@ -114,19 +159,21 @@ class GatewayE2eTest : public ::testing::Test {
     std::filesystem::remove_all(dir_, ignored);
   }
 
-  std::unique_ptr<Gateway> StartGateway(const std::string& instance, bool with_redis = true) {
-    const std::string yaml =
-        GatewayYaml(instance, upstream_->url(),
-                    with_redis ? "redis://127.0.0.1:" + std::to_string(redis_->port()) + "/0" : "",
-                    (dir_ / (instance + "-audit.jsonl")).string());
+  std::unique_ptr<Gateway> StartGateway(const std::string& instance, bool with_redis = true,
+                                        std::string redis_url = "", std::ostream* log = nullptr) {
+    if (with_redis && redis_url.empty()) {
+      redis_url = "redis://127.0.0.1:" + std::to_string(redis_->port()) + "/0";
+    }
+    const std::string yaml = GatewayYaml(instance, upstream_->url(), redis_url,
+                                         (dir_ / (instance + "-audit.jsonl")).string());
     Result<GatewayConfig> config =
         ParseGatewayConfig(yaml, instance + ".yaml", [](std::string_view name) {
           return name == "FUSEBOX_E2E_TOKEN" ? std::optional<std::string>(kToken) : std::nullopt;
         });
     EXPECT_TRUE(config.has_value()) << config.error().message() << "\n" << yaml;
     if (!config) return nullptr;
-    Result<std::unique_ptr<Gateway>> gw =
-        Gateway::Create({.config = std::move(*config), .clock = &clock_, .log = &log_});
+    Result<std::unique_ptr<Gateway>> gw = Gateway::Create(
+        {.config = std::move(*config), .clock = &clock_, .log = log != nullptr ? log : &log_});
     EXPECT_TRUE(gw.has_value()) << gw.error().message();
     return gw ? std::move(*gw) : nullptr;
   }
@@ -208,9 +255,21 @@ class GatewayE2eTest : public ::testing::Test {
     return redis::testing::Pttl(**conn, key);
   }
 
+  // The audit log lines of `instance` whose "action" is `action`.
+  std::vector<Json> AuditLines(const std::string& instance, const std::string& action) {
+    std::vector<Json> out;
+    std::ifstream in(dir_ / (instance + "-audit.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      const Json j = Json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("action", "") == action) out.push_back(j);
+    }
+    return out;
+  }
+
   testing::ManualClock clock_;
   testing::ManualClock upstream_clock_;
-  std::ostringstream log_;
+  LockedLog log_buf_;
+  std::ostream log_{&log_buf_};
   std::unique_ptr<RedisServer> redis_;
   std::unique_ptr<FakeUpstream> upstream_;
   std::filesystem::path dir_;
@@ -253,6 +312,10 @@ long long MetricValue(Gateway& gw, const std::string& sample) {
   const std::size_t at = r->body.find("\n" + sample + " ");
   if (at == std::string::npos) return -1;
   return std::stoll(r->body.substr(at + sample.size() + 2));
+}
+
+long long GatewayE2eTest::SharedStateUp(Gateway& gw) {
+  return MetricValue(gw, R"(fusebox_shared_state_up{name="redis"})");
 }
 
 // Issue 13 point 2: a snapshot fresh for an hour is served without calling
@@ -457,20 +520,20 @@ TEST_F(GatewayE2eTest, AdminOverrideOnOneInstanceReachesTheOther) {
   HttpReply forced = Admin(*a_, "POST", "/admin/circuits/" + key + "/force-open",
                            R"({"reason": "incident 42", "actor": "alice", "expires_in": "10m"})");
   ASSERT_EQ(forced.status, 200) << forced.body;
-  // The override reaches Redis (where B, which has no breaker for this
-  // account yet, finds it when it makes one).
-  ASSERT_TRUE(PollUntil([&] { return RedisPttl("fusebox:v1:{" + key + ":quota}:override") > 0; }))
+  // The override reaches Redis, and its push makes B's two breakers for the
+  // account (B never served it): a bounded wait, generous for a loaded CI.
+  // (This test once failed in CI: B's quota breaker, made by a request before
+  // B's subscriber was up, never read the fleet; now every new breaker reads
+  // it, and B hears the push.)
+  ASSERT_TRUE(PollUntil([&] { return RedisPttl("fusebox:v1:{" + key + ":quota}:override") > 0; },
+                        kPatience))
       << "no override in Redis for " << key;
-  // B makes its breakers on its first request and finds the override there.
-  HttpReply refused_first = Get(*b_, "/v1/instagram/accounts/555/comments");
-  EXPECT_GE(refused_first.status, 429) << refused_first.body;
-  // The transient breaker (called first) read the fleet on that request; the
-  // quota one, which the request never reached, reads it from the store's
-  // thread right after it was made: a bounded wait.
   for (const char* circuit : {":transient", ":quota"}) {
-    EXPECT_TRUE(PollUntil([&] { return StateOf(*b_, key + circuit) == "forced_open"; }))
+    EXPECT_TRUE(PollUntil([&] { return StateOf(*b_, key + circuit) == "forced_open"; }, kPatience))
         << circuit << ": B's view: " << Admin(*b_, "GET", "/admin/circuits").body;
   }
+  HttpReply refused_first = Get(*b_, "/v1/instagram/accounts/555/comments");
+  EXPECT_GE(refused_first.status, 429) << refused_first.body;
   HttpReply refused = Get(*b_, "/v1/instagram/accounts/555/comments");
   EXPECT_GE(refused.status, 429) << refused.body;
   EXPECT_EQ(Json::parse(refused.body)["error"]["circuit_open"], true);
@@ -478,12 +541,194 @@ TEST_F(GatewayE2eTest, AdminOverrideOnOneInstanceReachesTheOther) {
 
   HttpReply released = Admin(*a_, "POST", "/admin/circuits/" + key + "/reset", "{}");
   ASSERT_EQ(released.status, 200) << released.body;
-  ASSERT_TRUE(PollUntil([&] {
-    const std::string s = StateOf(*b_, key + ":quota");
-    return s == "closed" || s.empty();
-  })) << StateOf(*b_, key + ":quota");
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        const std::string s = StateOf(*b_, key + ":quota");
+        return s == "closed" || s.empty();
+      },
+      kPatience))
+      << StateOf(*b_, key + ":quota");
   EXPECT_EQ(Get(*b_, "/v1/instagram/accounts/555/comments").status, 200);
   EXPECT_EQ(Calls(), 1);
+}
+
+// Issue 16, the fleet, point 1: an override set on A is applied, listed and
+// audited on B within the push delay, though B never serves that account.
+TEST_F(GatewayE2eTest, AnOverrideOnAIsListedAndAuditedOnBWithoutARequest) {
+  const std::string name = "provider:instagram:read:556:quota";
+  HttpReply forced = Admin(*a_, "POST", "/admin/circuits/" + name + "/force-open",
+                           R"({"reason": "incident 43", "actor": "bob", "expires_in": "10m"})");
+  ASSERT_EQ(forced.status, 200) << forced.body;
+  ASSERT_TRUE(PollUntil([&] { return StateOf(*b_, name) == "forced_open"; }, kPatience))
+      << "B's view: " << Admin(*b_, "GET", "/admin/circuits").body;
+  ASSERT_TRUE(PollUntil([&] { return AuditLines("gw-b", "force_open").size() == 1; }, kPatience));
+  const Json line = AuditLines("gw-b", "force_open")[0];
+  EXPECT_EQ(line["breaker"], name);
+  EXPECT_EQ(line["actor"], "bob");
+  EXPECT_EQ(line["reason"], "incident 43");
+  EXPECT_EQ(Calls(), 0);
+  EXPECT_EQ(MetricValue(*b_, R"(fusebox_gateway_fleet_overrides_adopted_total{result="created"})"),
+            1);
+  // Only the named breaker: the account's transient one was not made.
+  EXPECT_EQ(StateOf(*b_, "provider:instagram:read:556:transient"), "");
+}
+
+// Point 1: an override that ends before B would have served the account is
+// still B's record: applied when pushed, and its expiry audited on B too.
+TEST_F(GatewayE2eTest, AnOverrideThatExpiresUnservedIsStillAuditedOnB) {
+  const std::string name = "provider:instagram:read:557:quota";
+  HttpReply forced = Admin(*a_, "POST", "/admin/circuits/" + name + "/force-open",
+                           R"({"reason": "short", "actor": "carol", "expires_in": "2s"})");
+  ASSERT_EQ(forced.status, 200) << forced.body;
+  ASSERT_TRUE(PollUntil([&] { return AuditLines("gw-b", "force_open").size() == 1; }, kPatience))
+      << "B never recorded the override";
+  // Its expiry, on the breakers' clock.
+  clock_.Advance(std::chrono::seconds(3));
+  for (const char* gw : {"gw-a", "gw-b"}) {
+    ASSERT_TRUE(
+        PollUntil([&] { return AuditLines(gw, "override_expired").size() == 1; }, kPatience))
+        << gw;
+    EXPECT_EQ(AuditLines(gw, "override_expired")[0]["override_actor"], "carol") << gw;
+  }
+  // (No state asserted after it: the breakers' clock is manual, while Redis
+  // times the override's PX in real time, so a read may still find it there.)
+}
+
+// Point 2: 100 accounts forced open on A while both instances serve them:
+// each audit log holds exactly one force_open line per account, every time.
+// B makes a breaker either for a request (and reads the override from Redis
+// at once, on the store's thread) or for the push; its observers must hear
+// the transition either way, and only once.
+TEST_F(GatewayE2eTest, AHundredOverridesUnderLoadAreEachAuditedOnceOnEveryInstance) {
+  constexpr int kAccounts = 100;
+  auto name = [](int i) {
+    return "provider:instagram:read:" + std::to_string(7000 + i) + ":quota";
+  };
+  std::atomic<bool> done{false};
+  std::vector<std::thread> traffic;
+  for (int t = 0; t < 4; ++t) {
+    traffic.emplace_back([&, t] {
+      for (int i = t; !done.load(); i = (i + 7) % kAccounts) {
+        Gateway& gw = (i + t) % 2 == 0 ? *a_ : *b_;
+        (void)HttpFetch(gw.address(), "GET",
+                        "/v1/instagram/accounts/" + std::to_string(7000 + i) + "/comments");
+      }
+    });
+  }
+  for (int i = 0; i < kAccounts; ++i) {
+    HttpReply forced = Admin(*a_, "POST", "/admin/circuits/" + name(i) + "/force-open",
+                             R"({"reason": "bulk", "actor": "ops", "expires_in": "10m"})");
+    ASSERT_EQ(forced.status, 200) << forced.body;
+  }
+  // A sentinel after them: pushes arrive in order, so once B audited it,
+  // every push of the hundred (and any duplicate they could cause) is in.
+  const std::string sentinel = "provider:instagram:read:6999:quota";
+  ASSERT_EQ(Admin(*a_, "POST", "/admin/circuits/" + sentinel + "/force-open",
+                  R"({"reason": "sentinel", "actor": "ops"})")
+                .status,
+            200);
+  for (const char* gw : {"gw-a", "gw-b"}) {
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          for (const Json& l : AuditLines(gw, "force_open")) {
+            if (l["breaker"] == sentinel) return true;
+          }
+          return false;
+        },
+        kPatience))
+        << gw;
+  }
+  done.store(true);
+  for (std::thread& t : traffic) t.join();
+  for (const char* gw : {"gw-a", "gw-b"}) {
+    std::map<std::string, int> per_breaker;
+    for (const Json& l : AuditLines(gw, "force_open")) {
+      ++per_breaker[l["breaker"].get<std::string>()];
+    }
+    per_breaker.erase(sentinel);
+    EXPECT_EQ(per_breaker.size(), static_cast<std::size_t>(kAccounts)) << gw;
+    for (int i = 0; i < kAccounts; ++i) {
+      EXPECT_EQ(per_breaker[name(i)], 1) << gw << " " << name(i);
+    }
+  }
+}
+
+// Point 3: the store's health is on /metrics, and its loss and recovery,
+// with the resync that follows, are logged as JSON lines.
+TEST_F(GatewayE2eTest, RedisLossAndRecoveryAreOnMetricsAndInTheLog) {
+  for (const char* family : {"fusebox_shared_state_up{name=\"redis\"}",
+                             "fusebox_shared_state_errors_total{name=\"redis\"}",
+                             "fusebox_shared_state_fail_open_periods_total{name=\"redis\"}",
+                             "fusebox_shared_state_lease_contention_total{name=\"redis\"}",
+                             "fusebox_shared_state_resyncs_total{name=\"redis\"}"}) {
+    EXPECT_GE(MetricValue(*a_, family), 0) << family;
+  }
+  const std::string metrics = Get(*a_, "/metrics").body;
+  EXPECT_THAT(metrics, HasSubstr("\nfusebox_shared_state_staleness_seconds{name=\"redis\"} "));
+  EXPECT_THAT(log_buf_.str(), HasSubstr(R"("event":"redis_connected")"));
+  const long long resyncs = MetricValue(*a_, R"(fusebox_shared_state_resyncs_total{name="redis"})");
+  EXPECT_GE(resyncs, 1);
+
+  ASSERT_TRUE(redis_->Kill().ok());
+  // A request that needs the store fails open and counts the errors.
+  EXPECT_EQ(Get(*a_, "/v1/instagram/accounts/901/comments").status, 200);
+  ASSERT_TRUE(PollUntil([&] { return SharedStateUp(*a_) == 0; }, kPatience));
+  ASSERT_TRUE(
+      PollUntil([&] { return log_buf_.str().find(R"("event":"redis_lost")") != std::string::npos; },
+                kPatience))
+      << log_buf_.str();
+  EXPECT_GT(MetricValue(*a_, R"(fusebox_shared_state_errors_total{name="redis"})"), 0);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return MetricValue(*a_, R"(fusebox_shared_state_fail_open_periods_total{name="redis"})") >
+               0;
+      },
+      kPatience));
+
+  ASSERT_TRUE(redis_->Restart().ok());
+  ASSERT_TRUE(PollUntil([&] { return SharedStateUp(*a_) == 1; }, kPatience)) << log_buf_.str();
+  ASSERT_TRUE(PollUntil(
+      [&] { return log_buf_.str().find(R"("recovered":true)") != std::string::npos; }, kPatience))
+      << log_buf_.str();
+  EXPECT_GT(MetricValue(*a_, R"(fusebox_shared_state_resyncs_total{name="redis"})"), resyncs);
+  EXPECT_THAT(log_buf_.str(), HasSubstr(R"("event":"redis_resync")"));
+}
+
+// Point 3: every circuit transition is a JSON line on the log.
+TEST_F(GatewayE2eTest, ACircuitTransitionIsAJsonLineOnTheLog) {
+  StatsRateLimitedOnce(30);
+  ASSERT_EQ(Get(*a_, kStats).status, 429);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        const std::string log = log_buf_.str();
+        return log.find(kQuota) != std::string::npos &&
+               log.find(R"("to":"open")") != std::string::npos;
+      },
+      kPatience))
+      << log_buf_.str();
+}
+
+// Point 3: a wrong Redis password is logged (and counted), never silently
+// retried; the password itself never reaches the log.
+TEST_F(GatewayE2eTest, AWrongRedisPasswordIsLoggedWithoutThePassword) {
+  auto locked = RedisServer::Start({.password = "the-right-one"});
+  ASSERT_TRUE(locked.has_value()) << locked.error().message();
+  LockedLog buf;
+  std::ostream log(&buf);
+  std::unique_ptr<Gateway> gw = StartGateway(
+      "gw-auth", true,
+      "redis://:s3cret-wrong@127.0.0.1:" + std::to_string((*locked)->port()) + "/0", &log);
+  ASSERT_NE(gw, nullptr);
+  ASSERT_TRUE(PollUntil(
+      [&] { return buf.str().find(R"("event":"redis_auth_failed")") != std::string::npos; },
+      kPatience))
+      << buf.str();
+  EXPECT_EQ(SharedStateUp(*gw), 0);
+  // Requests are still served (fail-open).
+  EXPECT_EQ(Get(*gw, "/v1/instagram/accounts/902/comments").status, 200);
+  gw->Shutdown();
+  EXPECT_THAT(buf.str(), Not(HasSubstr("s3cret-wrong")));
+  EXPECT_THAT(buf.str(), HasSubstr("WRONGPASS"));
 }
 
 // Redis dies mid-test: both instances go on with their local breakers; no

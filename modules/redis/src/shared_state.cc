@@ -37,7 +37,30 @@ Status Validate(const SharedStateOptions& o) {
   return Status();
 }
 
+// Redis refused the credentials: AUTH's error (Connection: "...: AUTH:
+// WRONGPASS ..."), or NOAUTH when a password is required and none was given.
+bool IsAuthFailure(const Status& s) {
+  const std::string_view m = s.message();
+  return m.find(": AUTH: ") != std::string_view::npos ||
+         m.find("NOAUTH") != std::string_view::npos ||
+         m.find("WRONGPASS") != std::string_view::npos;
+}
+
 }  // namespace
+
+std::string_view SharedStateEventKindName(SharedStateEvent::Kind kind) noexcept {
+  switch (kind) {
+    case SharedStateEvent::Kind::kConnected:
+      return "redis_connected";
+    case SharedStateEvent::Kind::kLost:
+      return "redis_lost";
+    case SharedStateEvent::Kind::kAuthFailed:
+      return "redis_auth_failed";
+    case SharedStateEvent::Kind::kResync:
+      return "redis_resync";
+  }
+  return "redis_unknown";
+}
 
 Result<std::shared_ptr<RedisSharedState>> RedisSharedState::Create(SharedStateOptions options) {
   if (Status s = Validate(options); !s.ok()) return s;
@@ -62,7 +85,9 @@ RedisSharedState::RedisSharedState(SharedStateOptions options, Keyspace keyspace
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : SystemClock()),
       scripts_(std::move(keyspace)),
-      client_(std::move(client)) {}
+      client_(std::move(client)) {
+  last_heard_ns_.store(clock_.Now().time_since_epoch().count(), std::memory_order_relaxed);
+}
 
 CircuitBreaker& RedisSharedState::store_breaker() { return client_->gate(); }
 
@@ -92,17 +117,34 @@ SharedState::SubscriptionId RedisSharedState::Subscribe(
   }
   // Read it in the background, so that the new breaker shows the fleet's
   // state (an override, an OPEN) before its first call would read it.
-  if (subscribed_.load(std::memory_order_relaxed)) {
-    Op op{Op::Kind::kRefresh, std::string(circuit), Duration::zero(), {}, {}};
-    op.listener = listener;
-    Enqueue(std::move(op));
-  }
+  // Always, even before the subscriber is up: its first subscribe's resync
+  // only marks the breakers it knows stale (they re-read on their next
+  // call), so a breaker made meanwhile that no call reaches would never
+  // read (issue 16: B's quota breaker stayed closed under A's override).
+  // While Redis is down the read is refused at once by the store's breaker.
+  Op op{Op::Kind::kRefresh, std::string(circuit), Duration::zero(), {}, {}};
+  op.listener = listener;
+  Enqueue(std::move(op));
+  return id;
+}
+
+SharedState::SubscriptionId RedisSharedState::WatchOverrides(
+    std::shared_ptr<SharedOverrideWatcher> watcher) {
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  const SubscriptionId id = next_id_++;
+  watchers_.emplace(id, std::move(watcher));
   return id;
 }
 
 void RedisSharedState::Unsubscribe(SubscriptionId id) {
   std::shared_ptr<SharedStateListener> dropped;  // Released outside the lock.
+  std::shared_ptr<SharedOverrideWatcher> dropped_watcher;
   std::lock_guard<std::mutex> lock(listeners_mu_);
+  if (auto w = watchers_.find(id); w != watchers_.end()) {
+    dropped_watcher = std::move(w->second);
+    watchers_.erase(w);
+    return;
+  }
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return;
   auto [first, last] = by_circuit_.equal_range(it->second.first);
@@ -290,23 +332,52 @@ void RedisSharedState::Pause(Duration d) {
   }
 }
 
-bool RedisSharedState::SubscriberConnect() {
+Status RedisSharedState::SubscriberConnect() {
   const std::vector<std::string> channels{scripts_.keyspace().channel()};
   Result<bool> r = client_->RunOn<bool>(sub_conn_, [&](Connection& c) -> Result<bool> {
     if (Status s = c.Subscribe(channels); !s.ok()) return s;
     return true;
   });
-  return r.has_value();
+  return r.has_value() ? Status() : r.error();
+}
+
+void RedisSharedState::Emit(SharedStateEvent::Kind kind, std::string detail, bool recovered) {
+  if (!options_.on_event) return;
+  options_.on_event(SharedStateEvent{kind, std::move(detail), recovered});
+}
+
+void RedisSharedState::ReportHealth() {
+  const int now = healthy() ? 1 : 0;
+  if (now == reported_healthy_) return;
+  const bool recovered = reported_healthy_ == 0;
+  reported_healthy_ = now;
+  if (now == 1) {
+    last_error_.clear();
+    Emit(SharedStateEvent::Kind::kConnected, client_->connection().Describe(), recovered);
+  } else {
+    Emit(SharedStateEvent::Kind::kLost,
+         last_error_.empty() ? "commands failed repeatedly: the store's breaker is open"
+                             : last_error_);
+  }
 }
 
 void RedisSharedState::SubscriberLoop() {
   Duration backoff = kFirstBackoff;
   Duration silence = Duration::zero();
+  auto heard = [&] {
+    last_heard_ns_.store(clock_.Now().time_since_epoch().count(), std::memory_order_relaxed);
+  };
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (sub_conn_ == nullptr || sub_conn_->broken() || !sub_conn_->subscribed()) {
       subscribed_.store(false, std::memory_order_relaxed);
       if (sub_conn_ != nullptr && !sub_conn_->broken()) (void)sub_conn_->Reconnect();
-      if (!SubscriberConnect()) {
+      if (Status s = SubscriberConnect(); !s.ok()) {
+        last_error_ = std::string(s.message());
+        if (IsAuthFailure(s)) {
+          counters_.auth_failures.fetch_add(1, std::memory_order_relaxed);
+          Emit(SharedStateEvent::Kind::kAuthFailed, last_error_);
+        }
+        ReportHealth();
         // Growing pauses, at most down_for: a dead Redis sees a bounded
         // number of connect attempts, never a storm.
         Pause(backoff);
@@ -315,20 +386,23 @@ void RedisSharedState::SubscriberLoop() {
       }
       backoff = kFirstBackoff;
       silence = Duration::zero();
+      heard();
       counters_.subscribes.fetch_add(1, std::memory_order_relaxed);
       // Anything published while nobody listened is lost (Pub/Sub is at most
       // once): every breaker re-reads, and re-sends an OPEN still running.
       resync_wanted_.store(false);
-      ResyncAll();
+      ResyncAll("subscribed: pushes made meanwhile may be missed");
       subscribed_.store(true, std::memory_order_relaxed);
     }
     if (resync_wanted_.load(std::memory_order_relaxed) &&
         client_->gate().state() == State::kClosed) {
       resync_wanted_.store(false);
-      ResyncAll();
+      ResyncAll("redis answers again: OPENs that could not be sent are replayed");
     }
+    ReportHealth();
     Result<std::optional<PubSubMessage>> m = sub_conn_->ReadMessage(kSubscriberPoll);
     if (!m) {
+      last_error_ = std::string(m.error().message());
       client_->RecordFailure();
       continue;  // Broken: reconnect above.
     }
@@ -339,10 +413,16 @@ void RedisSharedState::SubscriberLoop() {
       // heartbeat + command timeout; a dead one breaks here.
       silence = Duration::zero();
       counters_.pings.fetch_add(1, std::memory_order_relaxed);
-      if (!sub_conn_->Ping().ok()) client_->RecordFailure();
+      if (Status p = sub_conn_->Ping(); !p.ok()) {
+        last_error_ = std::string(p.message());
+        client_->RecordFailure();
+      } else {
+        heard();
+      }
       continue;
     }
     silence = Duration::zero();
+    heard();
     Deliver(**m);
   }
   subscribed_.store(false, std::memory_order_relaxed);
@@ -353,6 +433,16 @@ void RedisSharedState::Deliver(const PubSubMessage& message) {
   Result<CircuitEvent> event = ParseEvent(message.payload);
   if (!event) return;  // Not ours to understand (a newer writer?): ignored.
   counters_.events.fetch_add(1, std::memory_order_relaxed);
+  if (event->kind == CircuitEvent::Kind::kOverride) {
+    // Watchers first: one may create the circuit's breaker, which then hears
+    // the override below like any other subscriber.
+    std::vector<std::shared_ptr<SharedOverrideWatcher>> watchers;
+    {
+      std::lock_guard<std::mutex> lock(listeners_mu_);
+      for (const auto& [id, w] : watchers_) watchers.push_back(w);
+    }
+    for (const auto& w : watchers) w->OnFleetOverride(event->circuit, event->override_);
+  }
   for (const auto& l : ListenersOf(event->circuit)) {
     switch (event->kind) {
       case CircuitEvent::Kind::kOpen:
@@ -368,7 +458,9 @@ void RedisSharedState::Deliver(const PubSubMessage& message) {
   }
 }
 
-void RedisSharedState::ResyncAll() {
+void RedisSharedState::ResyncAll(std::string_view why) {
+  counters_.resyncs.fetch_add(1, std::memory_order_relaxed);
+  Emit(SharedStateEvent::Kind::kResync, std::string(why));
   Listeners all;
   {
     std::lock_guard<std::mutex> lock(listeners_mu_);
@@ -395,6 +487,10 @@ SharedStateHealth RedisSharedState::health() const {
   h.lease_contention = s.leases_busy;
   h.events = s.events;
   h.dropped = s.dropped;
+  h.resyncs = s.resyncs;
+  h.staleness =
+      std::max(Duration::zero(),
+               clock_.Now() - TimePoint(Duration(last_heard_ns_.load(std::memory_order_relaxed))));
   return h;
 }
 
@@ -413,6 +509,8 @@ SharedStateStats RedisSharedState::stats() const {
   s.leases_busy = get(counters_.leases_busy);
   s.dropped = get(counters_.dropped);
   s.closes_lost = get(counters_.closes_lost);
+  s.resyncs = get(counters_.resyncs);
+  s.auth_failures = get(counters_.auth_failures);
   return s;
 }
 

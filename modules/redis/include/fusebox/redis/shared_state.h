@@ -37,6 +37,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,6 +59,34 @@ namespace fusebox::redis {
 namespace internal {
 class GuardedClient;
 }  // namespace internal
+
+// What the store tells its owner about its link to Redis, for a log: the
+// fleet's state is invisible otherwise when Redis fails (every failure is
+// "no news" to the breakers).
+struct SharedStateEvent {
+  enum class Kind : std::uint8_t {
+    // The subscriber is connected and the store's breaker closed: the
+    // fleet's state is shared (again, when a kLost came before).
+    kConnected,
+    // It is not any more, or was never reached: the breakers fail open.
+    kLost,
+    // Redis refused the credentials (AUTH failed, or NOAUTH: a password is
+    // required). Repeated at each reconnect attempt while it lasts.
+    kAuthFailed,
+    // Every breaker was asked to re-read its circuit (pushes may have been
+    // missed) and to re-send an OPEN still running.
+    kResync,
+  };
+  Kind kind = Kind::kConnected;
+  // The error (a Status message: names the endpoint, never the password),
+  // or what caused a resync.
+  std::string detail{};
+  // kConnected: whether a kLost came before (a recovery).
+  bool recovered = false;
+};
+
+// "redis_connected", "redis_lost", "redis_auth_failed", "redis_resync".
+std::string_view SharedStateEventKindName(SharedStateEvent::Kind kind) noexcept;
 
 struct SharedStateOptions {
   // Where Redis is; see ParseRedisUrl(). Its command_timeout bounds every
@@ -87,6 +116,9 @@ struct SharedStateOptions {
   // Times the store's breaker and the pauses between reconnect attempts.
   // Default: SystemClock(). Must outlive the store.
   Clock* clock = nullptr;
+  // Receives the store's events (SharedStateEvent), on the subscriber's
+  // thread. Must not block nor call back into the store. Default: none.
+  std::function<void(const SharedStateEvent&)> on_event = nullptr;
 };
 
 // Counters since Create().
@@ -114,6 +146,10 @@ struct SharedStateStats {
   std::int64_t dropped = 0;
   // Close() answers that found the lease lost (expired or fenced).
   std::int64_t closes_lost = 0;
+  // Resyncs of every breaker (subscriber reconnected, or trips replayed).
+  std::int64_t resyncs = 0;
+  // Subscriber connects refused for their credentials.
+  std::int64_t auth_failures = 0;
 };
 
 class RedisSharedState final : public SharedState {
@@ -135,6 +171,7 @@ class RedisSharedState final : public SharedState {
   void Close(std::string_view circuit, std::string_view token) override;
   void Release(std::string_view circuit, std::string_view token) override;
   void PublishOverride(std::string_view circuit, const SharedOverride& setting) override;
+  SubscriptionId WatchOverrides(std::shared_ptr<SharedOverrideWatcher> watcher) override;
 
   // True while the subscriber is connected and the store's breaker is closed:
   // the fleet's state is being shared (a gateway's readiness).
@@ -167,9 +204,13 @@ class RedisSharedState final : public SharedState {
   void Enqueue(Op op);
   void WorkerLoop();
   void SubscriberLoop();
-  bool SubscriberConnect();
+  Status SubscriberConnect();
+  // Tells options_.on_event when healthy() changed since it was last told
+  // (subscriber thread only).
+  void ReportHealth();
+  void Emit(SharedStateEvent::Kind kind, std::string detail, bool recovered = false);
   void Deliver(const PubSubMessage& message);
-  void ResyncAll();
+  void ResyncAll(std::string_view why);
   // Pauses the calling background thread for about `d`, or until Stop.
   void Pause(Duration d);
   Listeners ListenersOf(std::string_view circuit);
@@ -184,6 +225,7 @@ class RedisSharedState final : public SharedState {
   SubscriptionId next_id_ = 1;
   std::map<SubscriptionId, std::pair<std::string, std::shared_ptr<SharedStateListener>>> by_id_;
   std::multimap<std::string, SubscriptionId, std::less<>> by_circuit_;
+  std::map<SubscriptionId, std::shared_ptr<SharedOverrideWatcher>> watchers_;
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
@@ -203,8 +245,15 @@ class RedisSharedState final : public SharedState {
 
   struct Counters {
     std::atomic<std::int64_t> pings{0}, subscribes{0}, events{0}, leases_granted{0}, leases_busy{0},
-        dropped{0}, closes_lost{0};
+        dropped{0}, closes_lost{0}, resyncs{0}, auth_failures{0};
   };
+  // When the subscriber last proved that pushes arrive (a subscribe, a
+  // message, a heartbeat answered), on clock_: health().staleness.
+  std::atomic<Duration::rep> last_heard_ns_{0};
+  // SubscriberLoop() only: what ReportHealth() last told (nothing yet: -1),
+  // and the subscriber's last error, for a kLost.
+  int reported_healthy_ = -1;
+  std::string last_error_;
   mutable Counters counters_;
 
   std::thread worker_;

@@ -2,7 +2,10 @@
 # Load test of `fusebox gateway` with wrk, against nginx as a plain reverse
 # proxy to the same fake upstream, in the same run (issue 8's targets: fresh
 # hits and OPEN fail-fast >= nginx's pass-through throughput; pass-through
-# >= 70 % of nginx's).
+# >= 70 % of nginx's), and pass-through to the same fake upstream over HTTPS
+# (issue 16: pooled TLS connections, measured against plain HTTP in the same
+# rounds; the handshakes the gateway made are printed, to show that pooling
+# holds under load).
 #
 #   bench/gateway_load.sh path/to/fusebox [DURATION=10s] [CONNECTIONS=64] [THREADS=2] [ROUNDS=3]
 #
@@ -52,6 +55,14 @@ EOF
 pids+=($!)
 upstream=$(listening "$work/upstream.out")
 
+# The same upstream over HTTPS, its certificate from a throwaway CA.
+"$(dirname "${BASH_SOURCE[0]}")/../apps/gateway/make_test_certs.sh" "$work/certs" >/dev/null
+"$fusebox" fake-upstream --threads "$threads" --script "$work/upstream.yaml" \
+  --tls-cert "$work/certs/server.pem" --tls-key "$work/certs/server.key" \
+  >"$work/upstream_tls.out" 2>"$work/upstream_tls.err" &
+pids+=($!)
+upstream_tls=$(listening "$work/upstream_tls.out")
+
 cat >"$work/gateway.yaml" <<EOF
 listen: 127.0.0.1:0
 instance: gw-load
@@ -59,6 +70,8 @@ io_threads: $threads
 workers: 16
 upstreams:
   - {name: graph, base_url: "http://$upstream/v19.0", pool_size: $connections}
+  - {name: graph_tls, base_url: "https://$upstream_tls/v19.0", pool_size: $connections,
+     tls: {ca_file: "$work/certs/ca.pem"}}
 routes:
   - {name: insights, method: GET, path: "/v1/{provider}/accounts/{account}/insights",
      upstream: graph, upstream_path: "/{account}/insights", workload: read,
@@ -66,6 +79,9 @@ routes:
      cache: {fresh_for: 1h, max_stale: 24h}}
   - {name: comments, method: GET, path: "/v1/{provider}/accounts/{account}/comments",
      upstream: graph, upstream_path: "/{account}/comments", workload: read,
+     provider: "{provider}", subject: "{account}", classifier: meta}
+  - {name: comments_tls, method: GET, path: "/v1/{provider}/accounts/{account}/comments-tls",
+     upstream: graph_tls, upstream_path: "/{account}/comments", workload: read,
      provider: "{provider}", subject: "{account}", classifier: meta}
 EOF
 "$fusebox" gateway --config "$work/gateway.yaml" >"$work/gateway.out" 2>"$work/gateway.err" &
@@ -160,14 +176,16 @@ echo
 # cases back to back, so that whatever else runs on the machine weighs on a
 # case and on its reference alike; a case's ratio is taken within its round,
 # and the table gives the median of the rounds.
-cases=(nginx pass hit open)
+cases=(nginx pass tls hit open)
 declare -A url=(
   [nginx]="http://$nginx_addr/178/comments"
   [pass]="http://$gateway/v1/instagram/accounts/178/comments"
+  [tls]="http://$gateway/v1/instagram/accounts/178/comments-tls"
   [hit]="http://$gateway/v1/instagram/accounts/178/insights"
   [open]="http://$gateway/v1/instagram/accounts/limited/comments"
 )
 declare -A rps_list=() p99_list=() bad_list=() ratio_list=()
+tls_vs_plain=""
 for r in $(seq "$rounds"); do
   declare -A round_rps=()
   for c in "${cases[@]}"; do
@@ -181,8 +199,11 @@ for r in $(seq "$rounds"); do
     ratio_list[$c]+="$(awk -v a="${round_rps[$c]}" -v b="${round_rps[nginx]}" \
       'BEGIN { if (b > 0) printf "%.2f", a / b; else print 0 }') "
   done
+  tls_vs_plain+="$(awk -v a="${round_rps[tls]}" -v b="${round_rps[pass]}" \
+    'BEGIN { if (b > 0) printf "%.2f", a / b; else print 0 }') "
   echo "round $r: nginx ${round_rps[nginx]}, pass-through ${round_rps[pass]}," \
-    "fresh hit ${round_rps[hit]}, fail-fast ${round_rps[open]} requests/s"
+    "HTTPS pass-through ${round_rps[tls]}, fresh hit ${round_rps[hit]}," \
+    "fail-fast ${round_rps[open]} requests/s"
 done
 echo
 
@@ -204,8 +225,19 @@ row() {
 printf "%-34s %12s %10s %10s %8s  %s\n" "case (median of $rounds rounds)" "requests/s" "p99 ms" "non-2xx" "/nginx" "target"
 row nginx "nginx pass-through (reference)" "" ""
 row pass "gateway pass-through (no cache)" ">= 0.70" 0.70
+row tls "gateway pass-through, HTTPS upstream" "" ""
 row hit "gateway fresh hit (snapshot)" ">= 1.00" 1.00
 row open "gateway OPEN fail-fast (429)" ">= 1.00" 1.00
 echo
 echo "(fail-fast answers are 429 by design: its non-2xx count is every request.)"
+# Pooling under load: TLS handshakes against requests sent over HTTPS.
+metric() {
+  curl -s "http://$gateway/metrics" | awk -v m="$1{upstream=\"graph_tls\"}" '$1 == m { print $2 }'
+}
+echo "HTTPS / HTTP pass-through requests/s (median of the rounds' ratios): $(median "$tls_vs_plain")"
+echo "HTTPS upstream: $(metric fusebox_gateway_upstream_tls_handshakes_total) TLS handshakes" \
+  "($(metric fusebox_gateway_upstream_tls_sessions_resumed_total) resumed)," \
+  "$(metric fusebox_gateway_upstream_connections_opened_total) connections," \
+  "for $(curl -s --cacert "$work/certs/ca.pem" "https://$upstream_tls/_fake/calls" |
+    sed -n 's/.*"total":\([0-9]*\).*/\1/p') requests"
 echo "  load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -457,7 +457,7 @@ Command AddConfigCheck(CLI::App& app) {
 #ifdef FUSEBOX_APP_WITH_GATEWAY
 Command AddFakeUpstream(CLI::App& app) {
   struct Flags {
-    std::string listen = "127.0.0.1:0", script;
+    std::string listen = "127.0.0.1:0", script, tls_cert, tls_key;
     int threads = 1;
   };
   auto f = std::make_shared<Flags>();
@@ -470,8 +470,12 @@ Command AddFakeUpstream(CLI::App& app) {
                             "A YAML route script (apps/gateway/testdata/*.yaml)");
   fake_upstream->add_option("--threads", f->threads, "Event-loop threads (default 1)")
       ->check(CLI::Range(1, 64));
+  fake_upstream->add_option("--tls-cert", f->tls_cert,
+                            "Serve HTTPS with this PEM certificate chain (needs --tls-key)");
+  fake_upstream->add_option("--tls-key", f->tls_key, "The PEM private key of --tls-cert");
   return {fake_upstream, [f](std::istream&, std::ostream& out, std::ostream& err) {
-            return gateway::RunFakeUpstream(f->listen, f->script, f->threads, out, err);
+            return gateway::RunFakeUpstream(f->listen, f->script, f->threads, out, err, f->tls_cert,
+                                            f->tls_key);
           }};
 }
 
@@ -510,6 +514,8 @@ Command AddGatewayDemo(CLI::App& app) {
   gateway_demo->add_option("--gateway", f->gateways, "A gateway's HOST:PORT; give two")
       ->required()
       ->expected(2);
+  gateway_demo->add_option("--upstream-ca", f->options.upstream_ca,
+                           "The upstream serves HTTPS with a certificate from this CA (PEM)");
   gateway_demo->add_option("--admin-token-env", f->token_env,
                            "Name of the variable holding the admin token (to show circuit states)");
   return {gateway_demo, [f](std::istream&, std::ostream& out, std::ostream& err) {

@@ -136,12 +136,17 @@ class Parser {
 };
 
 bool ParseBaseUrl(std::string_view url, UpstreamConfig& up, std::string& why) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.substr(0, kScheme.size()) != kScheme) {
-    why = "expected http://host[:port][/prefix] (https is not supported)";
+  constexpr std::string_view kHttp = "http://";
+  constexpr std::string_view kHttps = "https://";
+  if (url.substr(0, kHttps.size()) == kHttps) {
+    up.https = true;
+    url.remove_prefix(kHttps.size());
+  } else if (url.substr(0, kHttp.size()) == kHttp) {
+    url.remove_prefix(kHttp.size());
+  } else {
+    why = "expected http://host[:port][/prefix] or https://host[:port][/prefix]";
     return false;
   }
-  url.remove_prefix(kScheme.size());
   const std::size_t slash = url.find('/');
   std::string_view authority = url.substr(0, slash);
   std::string_view prefix = slash == std::string_view::npos ? "" : url.substr(slash);
@@ -151,7 +156,7 @@ bool ParseBaseUrl(std::string_view url, UpstreamConfig& up, std::string& why) {
     return false;
   }
   std::string host;
-  int port = 80;
+  int port = up.https ? 443 : 80;
   if (authority.find(':') == std::string_view::npos && !authority.empty()) {
     host = std::string(authority);
   } else if (Status s = ParseListen(authority, host, port); !s.ok()) {
@@ -168,6 +173,46 @@ bool ParseBaseUrl(std::string_view url, UpstreamConfig& up, std::string& why) {
   return true;
 }
 
+// A file the gateway reads at start: it must be there and readable now, so
+// that a typo stops the start with the key and the file named.
+void CheckReadable(Parser& p, const YAML::Node& node, const std::string& path,
+                   const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  char byte = 0;
+  if (!in || !in.get(byte)) {
+    p.Error(node, path, "cannot read \"" + file + "\"" + (in ? " (empty)" : ""));
+  }
+}
+
+// upstreams[i].tls: the TLS client settings of an https:// upstream.
+void ParseUpstreamTls(Parser& p, const YAML::Node& n, const std::string& path, UpstreamConfig& up) {
+  if (!p.IsMap(n, path)) return;
+  p.CheckKeys(n, path, {"ca_file", "client_cert", "client_key", "insecure_skip_verify"});
+  if (!up.https) {
+    // Named one by one: a client key meant for TLS must not go out in clear.
+    for (const auto& kv : n) {
+      const std::string key = kv.first.as<std::string>("");
+      std::string value = kv.second.IsScalar() ? kv.second.as<std::string>("") : "";
+      p.Error(kv.first, path + "." + key,
+              "set on an http:// base_url (\"" + value + "\"): TLS settings need https://");
+    }
+    return;
+  }
+  TlsClientSettings& tls = up.tls;
+  for (auto [key, field] :
+       {std::pair{"ca_file", &tls.ca_file}, std::pair{"client_cert", &tls.client_cert},
+        std::pair{"client_key", &tls.client_key}}) {
+    if (auto file = p.String(n, key, path, false)) {
+      *field = *file;
+      CheckReadable(p, n[key], path + "." + key, *file);
+    }
+  }
+  if (tls.client_cert.empty() != tls.client_key.empty()) {
+    p.Error(n, path, "client_cert and client_key go together (mTLS needs both)");
+  }
+  if (auto b = p.Bool(n, "insecure_skip_verify", path)) tls.insecure_skip_verify = *b;
+}
+
 void ParseUpstreams(Parser& p, const YAML::Node& list, GatewayConfig& config) {
   if (!list.IsSequence()) {
     p.Error(list, "upstreams", "expected a list of upstreams");
@@ -178,7 +223,8 @@ void ParseUpstreams(Parser& p, const YAML::Node& list, GatewayConfig& config) {
     const YAML::Node n = list[i];
     const std::string path = "upstreams[" + std::to_string(i) + "]";
     if (!p.IsMap(n, path)) continue;
-    p.CheckKeys(n, path, {"name", "base_url", "connect_timeout", "request_timeout", "pool_size"});
+    p.CheckKeys(n, path,
+                {"name", "base_url", "connect_timeout", "request_timeout", "pool_size", "tls"});
     UpstreamConfig up;
     if (auto name = p.String(n, "name", path, true)) {
       up.name = *name;
@@ -191,6 +237,7 @@ void ParseUpstreams(Parser& p, const YAML::Node& list, GatewayConfig& config) {
     if (auto d = p.DurationValue(n, "connect_timeout", path)) up.connect_timeout = *d;
     if (auto d = p.DurationValue(n, "request_timeout", path)) up.request_timeout = *d;
     if (auto v = p.Integer(n, "pool_size", path, 0, 4096)) up.pool_size = static_cast<int>(*v);
+    if (n["tls"]) ParseUpstreamTls(p, n["tls"], path + ".tls", up);
     config.upstreams.push_back(std::move(up));
   }
 }

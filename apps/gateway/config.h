@@ -39,11 +39,32 @@ using GetEnv = std::function<std::optional<std::string>(std::string_view name)>;
 // The real process environment.
 GetEnv ProcessEnv();
 
+// How the gateway speaks TLS to an https:// upstream (docs/gateway.md,
+// "Upstreams over HTTPS"). The files are PEM; they are read when the gateway
+// starts (tls_client.h), and every upstream with the same settings shares one
+// OpenSSL context.
+struct TlsClientSettings {
+  // Trusted in addition to the system's trust store (a private CA).
+  std::string ca_file{};
+  // The client certificate (chain) and its key, for an upstream that asks for
+  // one (mTLS); both or neither.
+  std::string client_cert{};
+  std::string client_key{};
+  // Accept any certificate for any name. Never silent: a WARNING at start,
+  // "insecure_upstreams" on /readyz and on the dashboard.
+  bool insecure_skip_verify = false;
+
+  friend bool operator==(const TlsClientSettings&, const TlsClientSettings&) = default;
+};
+
 struct UpstreamConfig {
   std::string name;
-  // From base_url "http://host:port/prefix".
+  // From base_url "http://host:port/prefix" or "https://host:port/prefix".
   std::string host;
   int port = 80;
+  // base_url is https://: TLS 1.2 or later, as `tls` says.
+  bool https = false;
+  TlsClientSettings tls;
   // Path prefix put before every upstream_path ("" or "/v19.0"), no trailing '/'.
   std::string path_prefix;
   Duration connect_timeout = std::chrono::seconds(1);

@@ -146,7 +146,7 @@ TEST(GatewayConfig, ErrorsNameFileLineColumnAndKey) {
   const std::string text = R"(listen: 127.0.0.1:8080
 upstreams:
   - name: graph
-    base_url: https://graph.local
+    base_url: ftp://graph.local
 routes:
   - name: r
     method: FETCH

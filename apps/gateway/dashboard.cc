@@ -95,11 +95,13 @@ tr.state-half_open td.state { color: #a06000; font-weight: bold; }
 tr.state-disabled td.state, tr.state-forced_closed td.state { color: #555; font-style: italic; }
 #transitions { font-family: monospace; font-size: .85rem; padding-left: 1.2rem; }
 .muted { color: #777; font-size: .8rem; }
+#insecure { background: #b00020; color: #fff; padding: .5rem .8rem; border-radius: .3rem; margin: .5rem 0; }
 </style>
 </head>
 <body>
 <h1>fusebox gateway <span id="instance"></span> <span id="connection" data-state="down">connecting</span></h1>
 <div class="muted">last update: <span id="updated">never</span></div>
+<div id="insecure" hidden></div>
 <table>
 <thead><tr><th>circuit</th><th>state</th><th>failure rate</th><th>retry at</th></tr></thead>
 <tbody id="circuits"></tbody>
@@ -154,6 +156,12 @@ source.addEventListener("snapshot", (e) => {
   const s = JSON.parse(e.data);
   document.getElementById("instance").textContent = s.instance;
   renderCircuits(s.circuits);
+  const insecureEl = document.getElementById("insecure");
+  const insecure = s.insecure_upstreams || [];
+  insecureEl.hidden = insecure.length === 0;
+  insecureEl.textContent = insecure.length === 0 ? "" : "WARNING: TLS certificates are NOT verified " +
+      "for upstream " + insecure.join(", ") + " (insecure_skip_verify): anyone on the path can " +
+      "impersonate it.";
   for (const t of s.transitions) addTransition(t);
   connectionEl.dataset.state = "live";
   connectionEl.textContent = "live";

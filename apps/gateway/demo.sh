@@ -5,7 +5,9 @@
 #
 # Starts Redis (when redis-server is installed; else each gateway keeps its
 # state in process and says so), the fake Graph API (apps/gateway/testdata/
-# demo.yaml), two gateway instances, then runs the client
+# demo.yaml) over HTTPS, its certificate issued by a throwaway CA that
+# make_test_certs.sh makes with the openssl CLI (the gateways trust that CA
+# through tls.ca_file), two gateway instances, then runs the client
 # (`fusebox gateway-demo`), prints the dashboard addresses and stops
 # everything it started, by PID, on every exit path (success, failure,
 # Ctrl-C). Set FUSEBOX_DEMO_KEEP=1 to keep the processes running until Enter
@@ -41,10 +43,13 @@ else
   echo "Redis:        not installed (apt-get install redis-server); each gateway keeps its own state"
 fi
 
-"$fusebox" fake-upstream --script "$here/testdata/demo.yaml" >"$work/upstream.out" 2>"$work/upstream.err" &
+"$here/make_test_certs.sh" "$work/certs" >/dev/null
+"$fusebox" fake-upstream --script "$here/testdata/demo.yaml" \
+  --tls-cert "$work/certs/server.pem" --tls-key "$work/certs/server.key" \
+  >"$work/upstream.out" 2>"$work/upstream.err" &
 pids+=($!)
 upstream=$(listening "$work/upstream.out")
-echo "Fake Graph:   http://$upstream   (script apps/gateway/testdata/demo.yaml)"
+echo "Fake Graph:   https://$upstream   (script apps/gateway/testdata/demo.yaml, TLS by a throwaway CA)"
 
 export FUSEBOX_DEMO_ADMIN_TOKEN="demo-$RANDOM$RANDOM"
 gateways=()
@@ -58,8 +63,10 @@ admin:
   audit_log: $work/$name-audit.jsonl
 upstreams:
   - name: graph
-    base_url: http://$upstream/v19.0
+    base_url: https://$upstream/v19.0
     request_timeout: 5s
+    tls:
+      ca_file: $work/certs/ca.pem
 routes:
   - {name: posts, method: GET, path: "/v1/{provider}/accounts/{account}/media",
      upstream: graph, upstream_path: "/{account}/media", workload: read,
@@ -86,7 +93,8 @@ done
 echo
 
 status=0
-"$fusebox" gateway-demo --upstream "$upstream" --gateway "${gateways[0]}" \
+"$fusebox" gateway-demo --upstream "$upstream" --upstream-ca "$work/certs/ca.pem" \
+  --gateway "${gateways[0]}" \
   --gateway "${gateways[1]}" --admin-token-env FUSEBOX_DEMO_ADMIN_TOKEN || status=$?
 
 echo

@@ -1,11 +1,14 @@
 #include "apps/gateway/demo_client.h"
 
+#include <cstdlib>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "apps/gateway/http_client.h"
+#include "apps/gateway/upstream_client.h"
 
 namespace fusebox::gateway {
 namespace {
@@ -21,10 +24,33 @@ class Demo {
       : options_(options), out_(out), clock_(options.clock ? *options.clock : SystemClock()) {}
 
   std::int64_t UpstreamCalls() {
-    Result<HttpReply> r = HttpFetch(options_.upstream, "GET", "/_fake/calls");
-    if (!r || r->status != 200) return -1;
-    const Json j = Json::parse(r->body, nullptr, false);
+    std::string body;
+    if (options_.upstream_ca.empty()) {
+      Result<HttpReply> r = HttpFetch(options_.upstream, "GET", "/_fake/calls");
+      if (!r || r->status != 200) return -1;
+      body = std::move(r->body);
+    } else {
+      if (!https_) https_ = std::make_unique<UpstreamPool>(HttpsUpstream());
+      UpstreamRequest calls;
+      calls.target = "/_fake/calls";
+      Result<UpstreamReply> r = https_->Send(calls);
+      if (!r || r->status != 200) return -1;
+      body = std::move(r->body);
+    }
+    const Json j = Json::parse(body, nullptr, false);
     return j.is_discarded() ? -1 : j.value("total", std::int64_t{-1});
+  }
+
+  // The fake upstream over HTTPS, as the gateways see it.
+  UpstreamConfig HttpsUpstream() const {
+    UpstreamConfig c;
+    c.name = "fake-graph";
+    const std::size_t colon = options_.upstream.rfind(':');
+    c.host = options_.upstream.substr(0, colon);
+    c.port = colon == std::string::npos ? 443 : std::atoi(options_.upstream.c_str() + colon + 1);
+    c.https = true;
+    c.tls.ca_file = options_.upstream_ca;
+    return c;
   }
 
   std::string CircuitState(const std::string& gateway) {
@@ -177,6 +203,8 @@ class Demo {
   const GatewayDemoOptions& options_;
   std::ostream& out_;
   Clock& clock_;
+  // The fake upstream's HTTPS client, made on first use (options_.upstream_ca).
+  std::unique_ptr<UpstreamPool> https_;
   bool ok_ = true;
 };
 

@@ -24,6 +24,9 @@ struct GatewayDemoOptions {
   std::string upstream;
   std::string gateway_a;
   std::string gateway_b;
+  // The fake upstream serves HTTPS, its certificate issued by this CA (a
+  // PEM file): its call counts are read over HTTPS, verified. "" for HTTP.
+  std::string upstream_ca;
   // The admin bearer token (to read circuit states), or "" to skip them.
   std::string admin_token;
   // Waits for Retry-After and snapshot ageing. Default: SystemClock().

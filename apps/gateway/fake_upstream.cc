@@ -1,15 +1,21 @@
 #include "apps/gateway/fake_upstream.h"
 
+#include <openssl/ssl.h>
+
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -299,15 +305,50 @@ class FakeUpstreamCore {
 
 namespace {
 
-// One keep-alive connection: read a request, answer it, read the next.
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(tcp::socket socket, std::shared_ptr<FakeUpstreamCore> core)
-      : stream_(std::move(socket)), core_(std::move(core)) {}
+// What the tests count of the connections themselves (relaxed: counters).
+struct ConnectionCounts {
+  std::atomic<std::int64_t> accepted{0};
+  std::atomic<std::int64_t> handshakes{0};
+  std::atomic<std::int64_t> resumed{0};
+};
 
-  void Start() { ReadNext(); }
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+// One keep-alive connection: read a request, answer it, read the next.
+// Stream: beast::tcp_stream (http://) or TlsStream (https://, a TLS
+// handshake first).
+template <typename Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  template <typename... StreamArgs>
+  Session(std::shared_ptr<FakeUpstreamCore> core, std::shared_ptr<ConnectionCounts> counts,
+          StreamArgs&&... args)
+      : stream_(std::forward<StreamArgs>(args)...),
+        core_(std::move(core)),
+        counts_(std::move(counts)) {}
+
+  void Start() {
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      // A client that never finishes its handshake is dropped after 10 s.
+      beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(10));
+      stream_.async_handshake(asio::ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code ec) {
+                                if (ec) return self->Close();
+                                beast::get_lowest_layer(self->stream_).expires_never();
+                                self->counts_->handshakes.fetch_add(1, std::memory_order_relaxed);
+                                if (SSL_session_reused(self->stream_.native_handle()) == 1) {
+                                  self->counts_->resumed.fetch_add(1, std::memory_order_relaxed);
+                                }
+                                self->ReadNext();
+                              });
+    } else {
+      ReadNext();
+    }
+  }
 
  private:
+  using std::enable_shared_from_this<Session<Stream>>::shared_from_this;
+
   void ReadNext() {
     parser_.emplace();
     parser_->header_limit(kHeaderLimit);
@@ -368,23 +409,56 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Close() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.socket().close(ignored);
+    tcp::socket& socket = beast::get_lowest_layer(stream_).socket();
+    socket.shutdown(tcp::socket::shutdown_send, ignored);
+    socket.close(ignored);
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   Response response_;
   std::shared_ptr<FakeUpstreamCore> core_;
+  std::shared_ptr<ConnectionCounts> counts_;
 };
+
+// The server side of https://: the certificate chain and key, TLS 1.2 at
+// least, and client certificates required when a CA for them is given.
+Result<std::unique_ptr<asio::ssl::context>> ServerTls(const FakeUpstreamOptions& options) {
+  auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  beast::error_code ec;
+  auto fail = [&](std::string_view what, const std::string& file) {
+    return Status::InvalidArgument(std::string(what) + ": cannot load \"" + file +
+                                   "\": " + ec.message());
+  };
+  if (ctx->use_certificate_chain_file(options.tls_cert_file, ec); ec) {
+    return fail("tls cert", options.tls_cert_file);
+  }
+  if (ctx->use_private_key_file(options.tls_key_file, asio::ssl::context::pem, ec); ec) {
+    return fail("tls key", options.tls_key_file);
+  }
+  SSL_CTX* native = ctx->native_handle();
+  SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
+  if (options.tls_max_version_1_2) SSL_CTX_set_max_proto_version(native, TLS1_2_VERSION);
+  // Resumption with client certificates needs a session id context.
+  static constexpr unsigned char kContext[] = "fusebox-fake-upstream";
+  SSL_CTX_set_session_id_context(native, kContext, sizeof(kContext) - 1);
+  if (!options.tls_client_ca_file.empty()) {
+    if (ctx->load_verify_file(options.tls_client_ca_file, ec); ec) {
+      return fail("tls client CA", options.tls_client_ca_file);
+    }
+    ctx->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+  }
+  return ctx;
+}
 
 }  // namespace
 
 class FakeUpstream::Impl {
  public:
-  Impl(Clock& clock, int threads)
+  Impl(Clock& clock, int threads, std::unique_ptr<asio::ssl::context> tls)
       : core_(std::make_shared<FakeUpstreamCore>(clock)),
+        tls_(std::move(tls)),
         ioc_(threads),
         acceptor_(asio::make_strand(ioc_)),
         threads_(threads) {}
@@ -430,25 +504,34 @@ class FakeUpstream::Impl {
   }
 
   FakeUpstreamCore& core() { return *core_; }
+  const ConnectionCounts& counts() const { return *counts_; }
+  bool https() const { return tls_ != nullptr; }
   std::uint16_t port() const { return port_; }
   const std::string& address() const { return address_; }
 
  private:
   void Accept() {
-    acceptor_.async_accept(asio::make_strand(ioc_),
-                           [this](beast::error_code ec, tcp::socket socket) {
-                             if (ec == asio::error::operation_aborted || !acceptor_.is_open())
-                               return;
-                             if (!ec) {
-                               beast::error_code ignored;
-                               socket.set_option(tcp::no_delay(true), ignored);
-                               std::make_shared<Session>(std::move(socket), core_)->Start();
-                             }
-                             Accept();
-                           });
+    acceptor_.async_accept(asio::make_strand(ioc_), [this](beast::error_code ec,
+                                                           tcp::socket socket) {
+      if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+      if (!ec) {
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        counts_->accepted.fetch_add(1, std::memory_order_relaxed);
+        if (tls_) {
+          std::make_shared<Session<TlsStream>>(core_, counts_, std::move(socket), *tls_)->Start();
+        } else {
+          std::make_shared<Session<beast::tcp_stream>>(core_, counts_, std::move(socket))->Start();
+        }
+      }
+      Accept();
+    });
   }
 
   std::shared_ptr<FakeUpstreamCore> core_;
+  std::shared_ptr<ConnectionCounts> counts_ = std::make_shared<ConnectionCounts>();
+  // https://: the server's TLS context; null for http://.
+  std::unique_ptr<asio::ssl::context> tls_;
   asio::io_context ioc_;
   tcp::acceptor acceptor_;
   int threads_;
@@ -463,8 +546,14 @@ Result<std::unique_ptr<FakeUpstream>> FakeUpstream::Start(FakeUpstreamOptions op
     return Status::InvalidArgument("threads: expected 1..64, got " +
                                    std::to_string(options.threads));
   }
-  auto impl =
-      std::make_unique<Impl>(options.clock ? *options.clock : SystemClock(), options.threads);
+  std::unique_ptr<asio::ssl::context> tls;
+  if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+    Result<std::unique_ptr<asio::ssl::context>> made = ServerTls(options);
+    if (!made) return made.error();
+    tls = *std::move(made);
+  }
+  auto impl = std::make_unique<Impl>(options.clock ? *options.clock : SystemClock(),
+                                     options.threads, std::move(tls));
   if (Status s = impl->core().SetRoutes(std::move(options.routes)); !s.ok()) return s;
   if (Status s = impl->Listen(options.address, options.port); !s.ok()) return s;
   return std::unique_ptr<FakeUpstream>(new FakeUpstream(std::move(impl)));
@@ -477,7 +566,18 @@ std::uint16_t FakeUpstream::port() const { return impl_->port(); }
 std::string FakeUpstream::host_port() const {
   return impl_->address() + ":" + std::to_string(impl_->port());
 }
-std::string FakeUpstream::url() const { return "http://" + host_port(); }
+std::string FakeUpstream::url() const {
+  return (impl_->https() ? "https://" : "http://") + host_port();
+}
+std::int64_t FakeUpstream::AcceptedConnections() const {
+  return impl_->counts().accepted.load(std::memory_order_relaxed);
+}
+std::int64_t FakeUpstream::TlsHandshakes() const {
+  return impl_->counts().handshakes.load(std::memory_order_relaxed);
+}
+std::int64_t FakeUpstream::TlsSessionsResumed() const {
+  return impl_->counts().resumed.load(std::memory_order_relaxed);
+}
 
 Status FakeUpstream::SetRoutes(std::vector<FakeRoute> routes) {
   return impl_->core().SetRoutes(std::move(routes));

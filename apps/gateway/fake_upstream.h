@@ -90,6 +90,14 @@ struct FakeUpstreamOptions {
   // The time source of `latency`; SystemClock() when null.
   Clock* clock = nullptr;
   std::vector<FakeRoute> routes{};
+  // HTTPS: the server's certificate chain and key (PEM files); both or
+  // neither. TLS 1.2 at least, 1.3 when the client offers it.
+  std::string tls_cert_file{};
+  std::string tls_key_file{};
+  // With HTTPS: require a client certificate issued by this CA (mTLS).
+  std::string tls_client_ca_file{};
+  // With HTTPS: at most TLS 1.2 (to test what a 1.2 server does).
+  bool tls_max_version_1_2 = false;
 };
 
 class FakeUpstream {
@@ -106,8 +114,14 @@ class FakeUpstream {
   std::uint16_t port() const;
   // "127.0.0.1:PORT".
   std::string host_port() const;
-  // "http://127.0.0.1:PORT".
+  // "http://127.0.0.1:PORT", or https:// when serving HTTPS.
   std::string url() const;
+  // TCP connections accepted, TLS handshakes completed, and those of them
+  // that resumed a session (SSL_session_reused): how a test sees that a
+  // client pools and resumes.
+  std::int64_t AcceptedConnections() const;
+  std::int64_t TlsHandshakes() const;
+  std::int64_t TlsSessionsResumed() const;
 
   // Replaces every route (call counts start again at 0).
   Status SetRoutes(std::vector<FakeRoute> routes);
@@ -163,11 +177,13 @@ bool FakePathMatches(std::string_view pattern, std::string_view path);
 
 // `fusebox fake-upstream`: serves the routes of the YAML `script` (none when
 // empty; PUT /_fake/routes can set them later) on `listen` (HOST:PORT, port 0
-// for any), prints "fusebox fake-upstream: listening on HOST:PORT" on `out`
-// once listening, and serves until SIGTERM or SIGINT. Returns the exit status:
-// 0 after a signal, 1 on a bad script or address (the message on `err`).
+// for any), over HTTPS when `tls_cert` and `tls_key` name PEM files, prints
+// "fusebox fake-upstream: listening on HOST:PORT" on `out` once listening,
+// and serves until SIGTERM or SIGINT. Returns the exit status: 0 after a
+// signal, 1 on a bad script, address or certificate (the message on `err`).
 int RunFakeUpstream(const std::string& listen, const std::string& script, int threads,
-                    std::ostream& out, std::ostream& err);
+                    std::ostream& out, std::ostream& err, const std::string& tls_cert = "",
+                    const std::string& tls_key = "");
 
 }  // namespace fusebox::gateway
 

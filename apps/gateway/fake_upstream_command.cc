@@ -19,7 +19,11 @@ int Fail(std::ostream& err, std::string_view message) {
 }  // namespace
 
 int RunFakeUpstream(const std::string& listen, const std::string& script, int threads,
-                    std::ostream& out, std::ostream& err) {
+                    std::ostream& out, std::ostream& err, const std::string& tls_cert,
+                    const std::string& tls_key) {
+  if (tls_cert.empty() != tls_key.empty()) {
+    return Fail(err, "--tls-cert and --tls-key go together");
+  }
   const std::size_t colon = listen.rfind(':');
   unsigned port = 0;
   const char* port_end = listen.data() + listen.size();
@@ -30,7 +34,9 @@ int RunFakeUpstream(const std::string& listen, const std::string& script, int th
   }
   FakeUpstreamOptions options{.address = listen.substr(0, colon),
                               .port = static_cast<std::uint16_t>(port),
-                              .threads = threads};
+                              .threads = threads,
+                              .tls_cert_file = tls_cert,
+                              .tls_key_file = tls_key};
   if (!script.empty()) {
     Result<std::vector<FakeRoute>> routes = LoadFakeScript(script);
     if (!routes) return Fail(err, routes.error().message());

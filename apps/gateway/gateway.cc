@@ -48,6 +48,7 @@
 #include "apps/gateway/dashboard.h"
 #include "apps/gateway/fleet_watch.h"
 #include "apps/gateway/handler.h"
+#include "apps/gateway/tls_client.h"
 #include "fusebox/audit_log.h"
 #include "fusebox/config_names.h"
 #include "fusebox/event_log.h"
@@ -157,7 +158,10 @@ std::string SnapshotEvent(const ServerContext& ctx) {
          nlohmann::json(ctx.instance)
              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
          ",\"circuits\":" + ctx.handler->CircuitsJson() +
-         ",\"transitions\":" + ctx.feed->RecentJson() + "}\n\n";
+         ",\"transitions\":" + ctx.feed->RecentJson() + ",\"insecure_upstreams\":" +
+         nlohmann::json(InsecureUpstreams(*ctx.config))
+             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+         "}\n\n";
 }
 
 // One client connection: HTTP/1.1 keep-alive, or an SSE stream once it asks
@@ -629,6 +633,9 @@ struct Gateway::Impl {
   // Adopts the fleet's overrides, logs transitions and Redis' trouble as
   // JSON lines (fleet_watch.h). Before the store, which calls it.
   std::shared_ptr<FleetWatch> fleet_watch;
+  // The TLS contexts of the https:// upstreams, made (and checked) before
+  // anything starts; the upstream pools share them (TlsClientContext::Shared).
+  std::vector<std::shared_ptr<TlsClientContext>> tls_contexts;
 #ifdef FUSEBOX_GATEWAY_WITH_REDIS
   std::shared_ptr<redis::RedisSharedState> redis_state;
   std::unique_ptr<redis::RedisSnapshotStore> redis_store;
@@ -784,6 +791,7 @@ struct Gateway::Impl {
   }
 
   // Gateway::Create's steps, in order (each defined below, with what it does).
+  Status OpenTls();
   Result<FleetLink> OpenStores();
 #ifdef FUSEBOX_GATEWAY_WITH_REDIS
   Result<FleetLink> OpenRedis();
@@ -1041,6 +1049,29 @@ Status Gateway::Impl::MakeRegistry(const FleetLink& fleet) {
   return Status();
 }
 
+// Loads every https:// upstream's certificates and keys (an unreadable or
+// malformed file stops the start, naming the upstream, the key and the file),
+// and warns, once each, of an upstream whose certificates go unverified.
+Status Gateway::Impl::OpenTls() {
+  for (std::size_t i = 0; i < config.upstreams.size(); ++i) {
+    const UpstreamConfig& up = config.upstreams[i];
+    if (!up.https) continue;
+    Result<std::shared_ptr<TlsClientContext>> tls = TlsClientContext::Shared(up.tls);
+    if (!tls) {
+      return Status::InvalidArgument("upstreams[" + std::to_string(i) + "] (" + up.name +
+                                     "): " + std::string(tls.error().message()));
+    }
+    tls_contexts.push_back(*std::move(tls));
+    if (up.tls.insecure_skip_verify) {
+      *log << "fusebox gateway: WARNING: upstream " << up.name
+           << ": tls.insecure_skip_verify is true: its certificate and host name are NOT "
+              "verified; anyone on the path can impersonate it"
+           << std::endl;
+    }
+  }
+  return Status();
+}
+
 // Binds the listener (a host name is resolved, its first address taken) and
 // records the port and "host:port" actually bound.
 Status Gateway::Impl::Listen() {
@@ -1133,6 +1164,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayOptions options) {
   impl->clock = options.clock != nullptr ? options.clock : &SystemClock();
   impl->log = options.log != nullptr ? options.log : &std::cerr;
   impl->fleet_watch = std::make_shared<FleetWatch>(*impl->log);
+  if (Status s = impl->OpenTls(); !s.ok()) return s;
   Result<FleetLink> fleet = impl->OpenStores();
   if (!fleet) return fleet.error();
   if (Status s = impl->MakeRegistry(*fleet); !s.ok()) return s;

@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "apps/gateway/admin.h"
+#include "apps/gateway/tls_client.h"
 #include "fusebox/clock.h"
 #include "fusebox/config_names.h"
 #include "fusebox/meta/classify.h"
@@ -191,11 +192,18 @@ HttpResponse ErrorFor(const Fetched& f, std::string_view key) {
     status = 502;
     message = "the upstream's reply is larger than the gateway's limit (16 MiB)";
   }
-  Json err = {{"code", f.reply_too_large ? std::string("UPSTREAM_REPLY_TOO_LARGE")
-                                         : std::string(meta::ConnCodeName(e.code))},
+  std::string code = f.reply_too_large ? std::string("UPSTREAM_REPLY_TOO_LARGE")
+                                       : std::string(meta::ConnCodeName(e.code));
+  if (!f.tls_failure.empty()) {
+    status = 502;
+    code = "UPSTREAM_TLS_ERROR";
+    message = std::string(TlsFailureMessage(f.tls_failure));
+  }
+  Json err = {{"code", code},
               {"message", message},
               {"circuit", std::string(key)},
               {"circuit_open", e.circuit_open}};
+  if (!f.tls_failure.empty()) err["tls_check"] = std::string(TlsCheckName(f.tls_failure));
   if (reply) err["upstream_status"] = reply->status;
   HttpResponse r;
   r.status = status;
@@ -391,6 +399,11 @@ Fetched Handler::Judge(const CompiledRoute& route, Result<UpstreamReply> reply) 
   if (!reply) {
     (*upstream_counts_[up])[4].fetch_add(1, std::memory_order_relaxed);
     f.error = meta::ProviderError{.code = meta::ConnCode::kConn003Transient};
+    if (IsTlsFailure(reply.error())) {
+      f.tls_failure = reply.error().reason();
+      load.tls_failures.fetch_add(1, std::memory_order_relaxed);
+      return f;
+    }
     f.reply_too_large = reply.error().reason() == UpstreamPool::kReplyTooLarge;
     if (f.reply_too_large) load.too_large.fetch_add(1, std::memory_order_relaxed);
     return f;
@@ -471,7 +484,9 @@ Fetched Handler::CallUpstream(const CompiledRoute& route, std::string_view key,
     std::move(started).FinishWithException();
     throw;
   }
-  std::move(started).Finish(f.ok ? nullptr : &f.error);
+  // A TLS failure is recorded in neither circuit: dropped unfinished, the
+  // call gives its permits back (docs/gateway.md, "How a TLS failure counts").
+  if (f.tls_failure.empty()) std::move(started).Finish(f.ok ? nullptr : &f.error);
   return f;
 }
 
@@ -544,9 +559,11 @@ HttpResponse Handler::FreshHit(CompiledRoute& route, std::string_view key, const
 HttpResponse Handler::Failed(CompiledRoute& route, std::string_view key, const Fetched& f,
                              const Snapshot* snap, Duration waited) {
   // Rate limits and transient failures (a refusal by either circuit
-  // included) may hide behind a snapshot; authorization and invalid never.
-  const bool may_hide = f.error.code == meta::ConnCode::kConn008RateLimit ||
-                        f.error.code == meta::ConnCode::kConn003Transient;
+  // included) may hide behind a snapshot; authorization, invalid and a TLS
+  // failure (a configuration to fix, not an outage to ride out) never.
+  const bool may_hide =
+      f.tls_failure.empty() && (f.error.code == meta::ConnCode::kConn008RateLimit ||
+                                f.error.code == meta::ConnCode::kConn003Transient);
   const CacheConfig* cache = route.config->cache ? &*route.config->cache : nullptr;
   if (may_hide && snap != nullptr && cache != nullptr) {
     const Duration age = snap->age + waited;
@@ -692,7 +709,8 @@ Handler::Dispatched Handler::StartAsync(CompiledRoute& route, const Params& para
         try {
           Fetched f = Judge(route, std::move(reply));
           recorded = true;
-          std::move(*started).Finish(f.ok ? nullptr : &f.error);
+          // A TLS failure is recorded in neither circuit (as in CallUpstream).
+          if (f.tls_failure.empty()) std::move(*started).Finish(f.ok ? nullptr : &f.error);
           answer = Forwarded(route, key, f, get);
         } catch (...) {
           if (!recorded) std::move(*started).FinishWithException();
@@ -895,6 +913,27 @@ HttpResponse Handler::Metrics() const {
   per_upstream("fusebox_gateway_upstream_replies_too_large_total", "counter",
                "Upstream replies refused for their size (UPSTREAM_REPLY_TOO_LARGE).",
                [&](std::size_t u) { return upstream_load_[u]->too_large.load(); });
+  per_upstream("fusebox_gateway_upstream_tls_failures_total", "counter",
+               "Upstream calls refused by TLS (certificate checks, client certificate): "
+               "UPSTREAM_TLS_ERROR, counted in neither circuit.",
+               [&](std::size_t u) { return upstream_load_[u]->tls_failures.load(); });
+  per_upstream("fusebox_gateway_upstream_tls_handshakes_total", "counter",
+               "TLS handshakes with the upstream (keep-alive reuse keeps this low).",
+               [&](std::size_t u) {
+                 std::uint64_t n = pools_[u]->tls_handshakes();
+                 if (u < async_pools_.size()) {
+                   for (const auto& p : async_pools_[u]) n += p->tls_handshakes();
+                 }
+                 return n;
+               });
+  per_upstream("fusebox_gateway_upstream_tls_sessions_resumed_total", "counter",
+               "TLS handshakes with the upstream that resumed a session.", [&](std::size_t u) {
+                 std::uint64_t n = pools_[u]->tls_sessions_resumed();
+                 if (u < async_pools_.size()) {
+                   for (const auto& p : async_pools_[u]) n += p->tls_sessions_resumed();
+                 }
+                 return n;
+               });
   per_upstream("fusebox_gateway_upstream_calls_out_of_time_total", "counter",
                "Upstream calls not sent: the request's deadline passed before (snapshot "
                "store, the circuits' shared state).",
@@ -924,19 +963,35 @@ HttpResponse Handler::Metrics() const {
 }
 
 HttpResponse Handler::Ready() const {
+  // Upstreams whose certificates are not verified, on every answer: never
+  // silent (docs/gateway.md, "Upstreams over HTTPS").
+  std::string insecure;
+  if (std::vector<std::string> names = InsecureUpstreams(*deps_.config); !names.empty()) {
+    insecure = R"(,"insecure_upstreams":)" + Json(names).dump();
+  }
+  auto answer = [&](int status, std::string_view json) {
+    return JsonResponse(status, std::string(json.substr(0, json.size() - 1)) + insecure + "}");
+  };
   if (draining_.load(std::memory_order_relaxed)) {
-    HttpResponse r = JsonResponse(503, R"({"ready":false,"reason":"shutting down"})");
-    return r;
+    return answer(503, R"({"ready":false,"reason":"shutting down"})");
   }
   if (deps_.shared_state_healthy) {
     const bool healthy = deps_.shared_state_healthy();
     if (!healthy && !deps_.config->fail_open_ready) {
-      return JsonResponse(503, R"({"ready":false,"reason":"redis unavailable"})");
+      return answer(503, R"({"ready":false,"reason":"redis unavailable"})");
     }
-    return JsonResponse(200, std::string(R"({"ready":true,"redis":)") +
-                                 (healthy ? "\"healthy\"" : "\"fail-open\"") + "}");
+    return answer(200, std::string(R"({"ready":true,"redis":)") +
+                           (healthy ? "\"healthy\"" : "\"fail-open\"") + "}");
   }
-  return JsonResponse(200, R"({"ready":true,"redis":"none"})");
+  return answer(200, R"({"ready":true,"redis":"none"})");
+}
+
+std::vector<std::string> InsecureUpstreams(const GatewayConfig& config) {
+  std::vector<std::string> names;
+  for (const UpstreamConfig& up : config.upstreams) {
+    if (up.https && up.tls.insecure_skip_verify) names.push_back(up.name);
+  }
+  return names;
 }
 
 }  // namespace fusebox::gateway

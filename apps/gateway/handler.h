@@ -83,9 +83,19 @@ struct Fetched {
   // transient failure for the circuits, UPSTREAM_REPLY_TOO_LARGE for the
   // client.
   bool reply_too_large = false;
+  // When !ok: TLS refused the upstream or the upstream refused the gateway's
+  // certificate (a reason of tls_client.h, "tls_hostname_mismatch"...): a
+  // fault of the configuration or of the certificates, recorded in neither
+  // circuit, UPSTREAM_TLS_ERROR for the client (docs/gateway.md).
+  std::string_view tls_failure;
 };
 
 class DashboardFeed;
+
+// The names of the https:// upstreams whose certificates are not verified
+// (tls.insecure_skip_verify), in configuration order: /readyz, the dashboard
+// and the start's WARNING show them.
+std::vector<std::string> InsecureUpstreams(const GatewayConfig& config);
 
 class Handler {
  public:
@@ -269,6 +279,7 @@ class Handler {
     std::atomic<std::int64_t> in_flight{0};
     std::atomic<std::uint64_t> too_large{0};
     std::atomic<std::uint64_t> out_of_time{0};
+    std::atomic<std::uint64_t> tls_failures{0};
   };
   std::vector<std::unique_ptr<UpstreamLoad>> upstream_load_;
   SingleFlight<Fetched> flight_;

@@ -8,13 +8,16 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <cerrno>
 #include <chrono>
 #include <optional>
 
+#include "apps/gateway/tls_client.h"
 #include "fusebox/internal/mutex.h"
 #include "fusebox/internal/thread_annotations.h"
 #include "fusebox/meta/response.h"
@@ -51,6 +54,43 @@ Status ErrorStatus(const UpstreamConfig& config, beast::error_code ec, std::stri
     return Status(StatusCode::kTimeout, where + ": deadline passed during " + std::string(during));
   }
   return Status::Unavailable(where + ": " + std::string(during) + ": " + ec.message());
+}
+
+// A failure on a connection to `config`'s upstream: a TLS failure that is the
+// certificates' or the settings' doing (kUnauthenticated, its reason naming
+// the check: tls_client.h), else ErrorStatus. `handshake`: whether it
+// happened before the TLS handshake completed.
+Status FailureStatus(const UpstreamConfig& config, const TlsClientContext* tls, SSL* ssl,
+                     beast::error_code ec, std::string_view during, bool handshake) {
+  if (tls != nullptr) {
+    if (const char* reason = tls->FailureReason(ec, ssl, handshake)) {
+      return Status::Rejected(StatusCode::kUnauthenticated, reason);
+    }
+  }
+  return ErrorStatus(config, ec, during);
+}
+
+// Before a TLS connection is dropped without a close_notify (an idle one the
+// upstream closed, one beyond pool_size, one after `Connection: close`):
+// OpenSSL would otherwise take its session for a broken one and mark it not
+// resumable (SSL_free -> ssl_clear_bad_session), and the next connection to
+// the upstream would make a full handshake. A connection that ended with a
+// fatal alert had its session invalidated when the alert passed.
+void KeepSessionResumable(SSL* ssl) {
+  if (ssl != nullptr) SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+}
+
+// The pool's TLS context: the process's one for the upstream's settings
+// (null for http://), or the error that made it impossible (every call then
+// fails with it; Gateway::Create refuses to start first).
+Result<std::shared_ptr<TlsClientContext>> TlsFor(const UpstreamConfig& config) {
+  if (!config.https) return std::shared_ptr<TlsClientContext>();
+  Result<std::shared_ptr<TlsClientContext>> made = TlsClientContext::Shared(config.tls);
+  if (!made) {
+    return Status::Unavailable("upstream " + config.name + ": " +
+                               std::string(made.error().message()));
+  }
+  return made;
 }
 
 http::request<http::string_body> ToBeast(const UpstreamConfig& config,
@@ -163,7 +203,7 @@ class IdleConnections {
         c = std::move(idle_.back());
         idle_.pop_back();
       }
-      if (check == Check::kUnchecked || StillOpen(c->stream.socket())) return c;
+      if (check == Check::kUnchecked || StillOpen(c->tcp_layer().socket())) return c;
     }
   }
 
@@ -180,8 +220,24 @@ class IdleConnections {
 
 struct UpstreamPool::Connection {
   asio::io_context ioc{1};
-  beast::tcp_stream stream{ioc};
+  // http://: the stream; https://: unused, `tls` has a TCP stream of its own.
+  beast::tcp_stream plain{ioc};
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
+
+  ~Connection() { KeepSessionResumable(ssl()); }
+
+  beast::tcp_stream& tcp_layer() { return tls ? tls->next_layer() : plain; }
+  SSL* ssl() { return tls ? tls->native_handle() : nullptr; }
+  // Calls f(stream) with the stream requests go over.
+  template <typename F>
+  void With(F&& f) {
+    if (tls) {
+      f(*tls);
+    } else {
+      f(plain);
+    }
+  }
 
   // Runs the operations started on this connection's io_context to completion.
   void Run() {
@@ -199,37 +255,60 @@ std::string UpstreamReply::Header(std::string_view name) const {
 
 UpstreamPool::UpstreamPool(UpstreamConfig config)
     : config_(std::move(config)),
-      idle_(std::make_unique<IdleConnections<Connection>>(config_.pool_size)) {}
+      idle_(std::make_unique<IdleConnections<Connection>>(config_.pool_size)) {
+  Result<std::shared_ptr<TlsClientContext>> tls = TlsFor(config_);
+  if (tls) {
+    tls_ = *std::move(tls);
+  } else {
+    tls_error_ = tls.error();
+  }
+}
 
 UpstreamPool::~UpstreamPool() = default;
 
 Result<UpstreamReply> UpstreamPool::Send(const UpstreamRequest& request) {
-  auto fail = [&](beast::error_code ec, std::string_view during) {
-    return ErrorStatus(config_, ec, during);
+  if (!tls_error_.ok()) return tls_error_;
+  std::unique_ptr<Connection> conn = idle_->Take();
+  auto fail = [&](beast::error_code ec, std::string_view during, bool handshake = false) {
+    return FailureStatus(config_, tls_.get(), conn->ssl(), ec, during, handshake);
   };
   http::request<http::string_body> req = ToBeast(config_, request);
 
-  std::unique_ptr<Connection> conn = idle_->Take();
   if (!conn) {
     conn = std::make_unique<Connection>();
+    if (tls_) {
+      conn->tls =
+          std::make_unique<beast::ssl_stream<beast::tcp_stream>>(conn->ioc, tls_->context());
+      if (Status s = tls_->Prepare(conn->ssl(), config_.host, config_.port); !s.ok()) return s;
+    }
     beast::error_code ec;
     tcp::resolver resolver(conn->ioc);
     tcp::resolver::results_type endpoints =
         resolver.resolve(config_.host, std::to_string(config_.port), ec);
     if (ec) return fail(ec, "resolve");
-    conn->stream.expires_after(Steady(std::min(config_.connect_timeout, request.timeout)));
-    conn->stream.async_connect(endpoints,
-                               [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    // connect_timeout bounds the TCP connect and the TLS handshake together.
+    conn->tcp_layer().expires_after(Steady(std::min(config_.connect_timeout, request.timeout)));
+    conn->tcp_layer().async_connect(endpoints,
+                                    [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
     conn->Run();
     if (ec) return fail(ec, "connect");
-    conn->stream.socket().set_option(tcp::no_delay(true), ec);
+    conn->tcp_layer().socket().set_option(tcp::no_delay(true), ec);
     opened_.fetch_add(1, std::memory_order_relaxed);
+    if (conn->tls) {
+      conn->tls->async_handshake(asio::ssl::stream_base::client,
+                                 [&](beast::error_code e) { ec = e; });
+      conn->Run();
+      if (ec) return fail(ec, "TLS handshake", true);
+      CountHandshake(conn->ssl());
+    }
   }
 
   // One deadline for writing the request and reading the whole reply.
-  conn->stream.expires_after(Steady(request.timeout));
+  conn->tcp_layer().expires_after(Steady(request.timeout));
   beast::error_code ec;
-  http::async_write(conn->stream, req, [&](beast::error_code e, std::size_t) { ec = e; });
+  conn->With([&](auto& stream) {
+    http::async_write(stream, req, [&](beast::error_code e, std::size_t) { ec = e; });
+  });
   conn->Run();
   if (ec) return fail(ec, "write");
 
@@ -238,13 +317,14 @@ Result<UpstreamReply> UpstreamPool::Send(const UpstreamRequest& request) {
     // An interim (1xx) response comes before the final one: skip it.
     parser.emplace();
     LimitReply(*parser);
-    http::async_read_header(conn->stream, conn->buffer, *parser,
-                            [&](beast::error_code e, std::size_t) {
-                              ec = e;
-                              if (e || parser->is_done()) return;
-                              http::async_read(conn->stream, conn->buffer, *parser,
-                                               [&](beast::error_code e2, std::size_t) { ec = e2; });
-                            });
+    conn->With([&](auto& stream) {
+      http::async_read_header(stream, conn->buffer, *parser, [&](beast::error_code e, std::size_t) {
+        ec = e;
+        if (e || parser->is_done()) return;
+        http::async_read(stream, conn->buffer, *parser,
+                         [&](beast::error_code e2, std::size_t) { ec = e2; });
+      });
+    });
     conn->Run();
     if (ec) return fail(ec, "read");
   } while (parser->get().result_int() / 100 == 1);
@@ -252,10 +332,15 @@ Result<UpstreamReply> UpstreamPool::Send(const UpstreamRequest& request) {
   http::response<http::string_body> res = parser->release();
   UpstreamReply reply = ToReply(res);
   if (res.keep_alive()) {
-    conn->stream.expires_never();
+    conn->tcp_layer().expires_never();
     idle_->Put(std::move(conn));
   }
   return reply;
+}
+
+void UpstreamPool::CountHandshake(SSL* ssl) {
+  handshakes_.fetch_add(1, std::memory_order_relaxed);
+  if (SSL_session_reused(ssl) == 1) resumed_.fetch_add(1, std::memory_order_relaxed);
 }
 
 // --- AsyncUpstreamPool -----------------------------------------------------
@@ -267,16 +352,44 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
     using Strand = asio::strand<asio::io_context::executor_type>;
     using Timer = asio::basic_waitable_timer<std::chrono::steady_clock,
                                              asio::wait_traits<std::chrono::steady_clock>, Strand>;
-    explicit Connection(asio::io_context& ioc) : Connection(asio::make_strand(ioc)) {}
-    explicit Connection(const Strand& strand) : stream(strand), deadline(strand) {}
-    beast::basic_stream<tcp, Strand> stream;
+    using Stream = beast::basic_stream<tcp, Strand>;
+    explicit Connection(const Strand& strand) : plain(strand), deadline(strand) {}
+    // http://: the stream; https://: unused, `tls` has a TCP stream of its own.
+    Stream plain;
+    std::unique_ptr<beast::ssl_stream<Stream>> tls;
     // The exchange's deadline, armed once for the write and the whole read:
     // Beast's own (stream.expires_after) arms and cancels a timer around
     // every read_some and write_some, each cancellation a completion through
     // the strand. Used for connect only.
     Timer deadline;
     beast::flat_buffer buffer;
+
+    ~Connection() { KeepSessionResumable(ssl()); }
+    Connection(const Connection&) = delete;
+    Connection& operator=(const Connection&) = delete;
+
+    Stream& tcp_layer() { return tls ? tls->next_layer() : plain; }
+    SSL* ssl() { return tls ? tls->native_handle() : nullptr; }
+    // Calls f(stream) with the stream requests go over.
+    template <typename F>
+    void With(F&& f) {
+      if (tls) {
+        f(*tls);
+      } else {
+        f(plain);
+      }
+    }
   };
+
+  // A new connection on `strand`, its TLS readied for the upstream when https.
+  Result<std::unique_ptr<Connection>> NewConnection(const Connection::Strand& strand) {
+    auto c = std::make_unique<Connection>(strand);
+    if (tls) {
+      c->tls = std::make_unique<beast::ssl_stream<Connection::Stream>>(strand, tls->context());
+      if (Status s = tls->Prepare(c->ssl(), config.host, config.port); !s.ok()) return s;
+    }
+    return c;
+  }
 
   // One call: its connection, request, parser and callback, kept alive by
   // the operation in progress.
@@ -313,8 +426,10 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
     bool RetriedOnNewConnection(beast::error_code ec) {
       if (!unchecked || timed_out) return false;
       if (parser && parser->got_some()) return false;
+      // (TLS: the end of the stream without close_notify is stream_truncated.)
       if (ec != http::error::end_of_stream && ec != asio::error::eof &&
-          ec != asio::error::connection_reset && ec != asio::error::broken_pipe) {
+          ec != asio::error::connection_reset && ec != asio::error::broken_pipe &&
+          ec != asio::ssl::error::stream_truncated) {
         return false;
       }
       unchecked = false;
@@ -323,29 +438,54 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
       // On the same strand: a deadline handler of the old connection that is
       // already queued runs after this, never concurrently (and, the
       // deadline being the call's, closes the new connection).
-      conn = std::make_unique<Connection>(conn->stream.get_executor());
+      Result<std::unique_ptr<Connection>> fresh = pool->NewConnection(conn->plain.get_executor());
+      if (!fresh) {
+        FailWith(fresh.error());
+        return true;
+      }
+      conn = *std::move(fresh);
       ArmDeadline();  // The call's deadline bounds the new connect too.
       Connect();
       return true;
     }
 
-    void Fail(beast::error_code ec, std::string_view during) {
+    void FailWith(Status status) {
       finished = true;
-      if (timed_out) ec = beast::error::timeout;
       if (conn) conn->deadline.cancel();
-      done(ErrorStatus(pool->config, ec, during));
+      done(std::move(status));
+    }
+
+    void Fail(beast::error_code ec, std::string_view during, bool handshake = false) {
+      if (timed_out) ec = beast::error::timeout;
+      SSL* ssl = conn ? conn->ssl() : nullptr;
+      FailWith(FailureStatus(pool->config, pool->tls.get(), ssl, ec, during, handshake));
     }
 
     void Connect() {
-      conn->stream.expires_after(Steady(std::min(pool->config.connect_timeout, timeout)));
-      conn->stream.async_connect(
+      // connect_timeout bounds the TCP connect and the TLS handshake together.
+      conn->tcp_layer().expires_after(Steady(std::min(pool->config.connect_timeout, timeout)));
+      conn->tcp_layer().async_connect(
           pool->endpoints, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
             if (ec) return self->Fail(ec, "connect");
-            self->conn->stream.expires_never();
-            self->conn->stream.socket().set_option(tcp::no_delay(true), ec);
+            self->conn->tcp_layer().socket().set_option(tcp::no_delay(true), ec);
             self->pool->opened.fetch_add(1, std::memory_order_relaxed);
+            if (self->conn->tls) return self->Handshake();
+            self->conn->tcp_layer().expires_never();
             self->Write();
           });
+    }
+
+    void Handshake() {
+      conn->tls->async_handshake(asio::ssl::stream_base::client,
+                                 [self = shared_from_this()](beast::error_code ec) {
+                                   if (ec) return self->Fail(ec, "TLS handshake", true);
+                                   self->conn->tcp_layer().expires_never();
+                                   self->pool->handshakes.fetch_add(1, std::memory_order_relaxed);
+                                   if (SSL_session_reused(self->conn->ssl()) == 1) {
+                                     self->pool->resumed.fetch_add(1, std::memory_order_relaxed);
+                                   }
+                                   self->Write();
+                                 });
     }
 
     // One deadline for writing the request and reading the whole reply, as
@@ -362,7 +502,7 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
         if (ec || self->finished) return;
         self->timed_out = true;
         beast::error_code ignored;
-        self->conn->stream.socket().close(ignored);
+        self->conn->tcp_layer().socket().close(ignored);
       });
     }
 
@@ -373,31 +513,37 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
         if (ec) return self->Fail(ec, "write");
         self->Read();
       };
-      if (!wire.empty()) {
-        asio::async_write(conn->stream, asio::buffer(wire), std::move(on_written));
-      } else {
-        http::async_write(conn->stream, req, std::move(on_written));
-      }
+      conn->With([&](auto& stream) {
+        if (!wire.empty()) {
+          asio::async_write(stream, asio::buffer(wire), std::move(on_written));
+        } else {
+          http::async_write(stream, req, std::move(on_written));
+        }
+      });
     }
 
     void Read() {
       parser.emplace();
       LimitReply(*parser);
-      http::async_read_header(conn->stream, conn->buffer, *parser,
-                              [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                                if (ec && self->RetriedOnNewConnection(ec)) return;
-                                if (ec) return self->Fail(ec, "read");
-                                self->ReadBody();
-                              });
+      conn->With([&](auto& stream) {
+        http::async_read_header(stream, conn->buffer, *parser,
+                                [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                                  if (ec && self->RetriedOnNewConnection(ec)) return;
+                                  if (ec) return self->Fail(ec, "read");
+                                  self->ReadBody();
+                                });
+      });
     }
 
     void ReadBody() {
       if (parser->is_done()) return Received();
-      http::async_read(conn->stream, conn->buffer, *parser,
-                       [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                         if (ec) return self->Fail(ec, "read");
-                         self->Received();
-                       });
+      conn->With([&](auto& stream) {
+        http::async_read(stream, conn->buffer, *parser,
+                         [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                           if (ec) return self->Fail(ec, "read");
+                           self->Received();
+                         });
+      });
     }
 
     void Received() {
@@ -412,14 +558,26 @@ struct AsyncUpstreamPool::Impl : std::enable_shared_from_this<AsyncUpstreamPool:
     }
   };
 
-  Impl(asio::io_context& io, UpstreamConfig c) : ioc(io), config(std::move(c)) {}
+  Impl(asio::io_context& io, UpstreamConfig c) : ioc(io), config(std::move(c)) {
+    Result<std::shared_ptr<TlsClientContext>> made = TlsFor(config);
+    if (made) {
+      tls = *std::move(made);
+    } else {
+      tls_error = made.error();
+    }
+  }
 
   asio::io_context& ioc;
   const UpstreamConfig config;
+  // https://: the TLS context (null for http://), or why there is none.
+  std::shared_ptr<TlsClientContext> tls;
+  Status tls_error;
   // Resolved once, by the first call that needs a connection (a numeric
   // host resolves at once); written under `mu`, read-only once `resolved`.
   tcp::resolver::results_type endpoints;
   std::atomic<std::uint64_t> opened{0};
+  std::atomic<std::uint64_t> handshakes{0};
+  std::atomic<std::uint64_t> resumed{0};
   IdleConnections<Connection> idle{config.pool_size};
   internal::Mutex mu;
   bool resolved FUSEBOX_GUARDED_BY(mu) = false;
@@ -434,6 +592,14 @@ const UpstreamConfig& AsyncUpstreamPool::config() const { return impl_->config; 
 
 std::uint64_t AsyncUpstreamPool::connections_opened() const {
   return impl_->opened.load(std::memory_order_relaxed);
+}
+
+std::uint64_t AsyncUpstreamPool::tls_handshakes() const {
+  return impl_->handshakes.load(std::memory_order_relaxed);
+}
+
+std::uint64_t AsyncUpstreamPool::tls_sessions_resumed() const {
+  return impl_->resumed.load(std::memory_order_relaxed);
 }
 
 void AsyncUpstreamPool::Send(UpstreamRequest request, Done done) {
@@ -454,7 +620,7 @@ void AsyncUpstreamPool::Send(UpstreamRequest request, Done done) {
   x->unchecked = x->conn != nullptr && x->idempotent;
   if (x->conn) {
     // Onto the connection's strand: its operations never run concurrently.
-    asio::dispatch(x->conn->stream.get_executor(), [x] { x->Write(); });
+    asio::dispatch(x->conn->plain.get_executor(), [x] { x->Write(); });
     return;
   }
   beast::error_code ec;
@@ -471,8 +637,18 @@ void AsyncUpstreamPool::Send(UpstreamRequest request, Done done) {
     asio::post(impl_->ioc, [x, ec] { x->Fail(ec, "resolve"); });
     return;
   }
-  x->conn = std::make_unique<Impl::Connection>(impl_->ioc);
-  asio::dispatch(x->conn->stream.get_executor(), [x] { x->Connect(); });
+  if (!impl_->tls_error.ok()) {
+    asio::post(impl_->ioc, [x] { x->FailWith(x->pool->tls_error); });
+    return;
+  }
+  Result<std::unique_ptr<Impl::Connection>> conn =
+      impl_->NewConnection(asio::make_strand(impl_->ioc));
+  if (!conn) {
+    asio::post(impl_->ioc, [x, s = conn.error()] { x->FailWith(s); });
+    return;
+  }
+  x->conn = *std::move(conn);
+  asio::dispatch(x->conn->plain.get_executor(), [x] { x->Connect(); });
 }
 
 }  // namespace fusebox::gateway

@@ -36,6 +36,8 @@ namespace boost::asio {
 class io_context;
 }  // namespace boost::asio
 
+using SSL = struct ssl_st;
+
 namespace fusebox::gateway {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
@@ -44,6 +46,8 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 // in order, as Beast's serializer writes them: the gateway writes its
 // responses and its upstream requests as one string (docs/performance.md).
 void AppendFieldLines(std::string& out, const Headers& headers);
+
+class TlsClientContext;
 
 // A pool's idle keep-alive connections (upstream_client.cc).
 template <typename C>
@@ -78,12 +82,17 @@ class UpstreamPool {
   // Sends `request` and reads the reply. kTimeout when the deadline passed,
   // kUnavailable on a connection or protocol error (the message names the
   // upstream and the error, never the request's headers or body) or a reply
-  // over kMaxReplyBytes (reason() kReplyTooLarge).
+  // over kMaxReplyBytes (reason() kReplyTooLarge), kUnauthenticated when TLS
+  // refused the upstream or the upstream refused us (reason() names the
+  // check: kTlsHostnameMismatch and the others of tls_client.h).
   Result<UpstreamReply> Send(const UpstreamRequest& request);
 
   const UpstreamConfig& config() const { return config_; }
   // Connections opened so far (for tests of keep-alive reuse).
   std::uint64_t connections_opened() const { return opened_.load(std::memory_order_relaxed); }
+  // https://: TLS handshakes completed, and those that resumed a session.
+  std::uint64_t tls_handshakes() const { return handshakes_.load(std::memory_order_relaxed); }
+  std::uint64_t tls_sessions_resumed() const { return resumed_.load(std::memory_order_relaxed); }
 
   // Replies whose body is larger than this are refused, whether announced by
   // Content-Length (refused before any of it is read), chunked or read to
@@ -93,9 +102,15 @@ class UpstreamPool {
 
  private:
   struct Connection;
+  void CountHandshake(SSL* ssl);
 
   const UpstreamConfig config_;
+  // https://: the TLS context (null for http://), or why there is none.
+  std::shared_ptr<TlsClientContext> tls_;
+  Status tls_error_;
   std::atomic<std::uint64_t> opened_{0};
+  std::atomic<std::uint64_t> handshakes_{0};
+  std::atomic<std::uint64_t> resumed_{0};
   const std::unique_ptr<IdleConnections<Connection>> idle_;
 };
 
@@ -129,6 +144,8 @@ class AsyncUpstreamPool {
 
   const UpstreamConfig& config() const;
   std::uint64_t connections_opened() const;
+  std::uint64_t tls_handshakes() const;
+  std::uint64_t tls_sessions_resumed() const;
 
  private:
   struct Impl;

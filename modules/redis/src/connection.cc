@@ -17,7 +17,7 @@ using std::chrono::milliseconds;
 std::string MsText(Duration d) { return std::to_string(ceil<milliseconds>(d).count()) + " ms"; }
 
 // Bytes asked of the socket per read.
-constexpr std::size_t kReadChunk = 16 * 1024;
+constexpr std::size_t kReadChunk = std::size_t{16} * 1024;
 
 Reply Copy(const redisReply& r) {
   switch (r.type) {

@@ -41,9 +41,10 @@ struct Servers {
   std::exit(1);
 }
 
+// Destroyed at exit, which stops the servers.
 Servers& Get() {
-  static Servers* servers = [] {
-    auto* s = new Servers();
+  static std::unique_ptr<Servers> servers = [] {
+    auto s = std::make_unique<Servers>();
     auto pki = TestPki::Create();
     if (!pki) Die(pki.error());
     s->pki = std::move(*pki);

@@ -482,10 +482,22 @@ void ParseBreakers(Parser& p, const YAML::Node& b, GatewayConfig& c) {
   }
 }
 
+// fleet.tls: how to reach a rediss:// Redis (keys win over the URL's).
+void ParseFleet(Parser& p, const YAML::Node& f, GatewayConfig& c) {
+  p.CheckKeys(f, "fleet", {"tls"});
+  const YAML::Node t = f["tls"];
+  if (!t.IsDefined() || !p.IsMap(t, "fleet.tls")) return;
+  p.CheckKeys(t, "fleet.tls", {"ca_file", "client_cert", "client_key", "insecure_skip_verify"});
+  c.fleet_tls.ca_file = p.String(t, "ca_file", "fleet.tls", false);
+  c.fleet_tls.client_cert = p.String(t, "client_cert", "fleet.tls", false);
+  c.fleet_tls.client_key = p.String(t, "client_key", "fleet.tls", false);
+  c.fleet_tls.insecure_skip_verify = p.Bool(t, "insecure_skip_verify", "fleet.tls");
+}
+
 void ParseTop(Parser& p, const YAML::Node& root, GatewayConfig& c) {
   p.CheckKeys(root, "",
-              {"listen", "instance", "io_threads", "workers", "redis", "fail_open_ready", "limits",
-               "admin", "cache", "breakers", "upstreams", "routes"});
+              {"listen", "instance", "io_threads", "workers", "redis", "fleet", "fail_open_ready",
+               "limits", "admin", "cache", "breakers", "upstreams", "routes"});
   if (auto l = p.String(root, "listen", "", false)) {
     if (Status s = ParseListen(*l, c.listen_host, c.listen_port); !s.ok()) {
       p.Error(root["listen"], "listen", s.message());
@@ -496,6 +508,9 @@ void ParseTop(Parser& p, const YAML::Node& root, GatewayConfig& c) {
   if (auto v = p.Integer(root, "workers", "", 1, 4096)) c.workers = static_cast<int>(*v);
   if (auto v = p.String(root, "redis", "", false)) c.redis_url = *v;
   if (auto v = p.Bool(root, "fail_open_ready", "")) c.fail_open_ready = *v;
+  if (const YAML::Node f = root["fleet"]; f.IsDefined() && p.IsMap(f, "fleet")) {
+    ParseFleet(p, f, c);
+  }
 
   if (const YAML::Node l = root["limits"]; l.IsDefined() && p.IsMap(l, "limits")) {
     ParseLimits(p, l, c);

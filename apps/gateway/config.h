@@ -129,6 +129,17 @@ struct BreakersConfig {
   std::size_t max_breakers_hard = 0;
 };
 
+// fleet.tls: the TLS settings of a rediss:// `redis` URL (see
+// fusebox::redis::ConnectionOptions). Each key set here wins over the same
+// key in the URL's query, key by key; unset keys leave the URL's. On a
+// redis:// URL any of them is an error at start.
+struct FleetTlsConfig {
+  std::optional<std::string> ca_file;
+  std::optional<std::string> client_cert;
+  std::optional<std::string> client_key;
+  std::optional<bool> insecure_skip_verify;
+};
+
 struct GatewayConfig {
   // Where the file was read from, for messages.
   std::string source;
@@ -139,6 +150,7 @@ struct GatewayConfig {
   int io_threads = 2;
   int workers = 16;
   std::string redis_url;
+  FleetTlsConfig fleet_tls;
   bool fail_open_ready = false;
   LimitsConfig limits;
   std::optional<AdminConfig> admin;

@@ -250,6 +250,25 @@ TEST(GatewayConfig, MissingFileIsNamed) {
   EXPECT_EQ(c.error().message(), "/no/such/gateway.yaml: cannot read the file");
 }
 
+TEST(GatewayConfig, FleetTlsKeysAreReadOneByOne) {
+  const std::string yaml = std::string(kGood) + R"(fleet:
+  tls:
+    ca_file: /etc/fusebox/redis-ca.pem
+    insecure_skip_verify: false
+)";
+  Result<GatewayConfig> c = ParseGatewayConfig(yaml, "gw.yaml", Env("tok"));
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->fleet_tls.ca_file, "/etc/fusebox/redis-ca.pem");
+  EXPECT_EQ(c->fleet_tls.insecure_skip_verify, false);
+  EXPECT_FALSE(c->fleet_tls.client_cert.has_value()) << "unset keys leave the URL's";
+  EXPECT_FALSE(c->fleet_tls.client_key.has_value());
+
+  Result<GatewayConfig> bad =
+      ParseGatewayConfig(std::string(kGood) + "fleet:\n  tls:\n    ca: x\n", "gw.yaml", Env("tok"));
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(std::string(bad.error().message()), HasSubstr("fleet.tls"));
+}
+
 TEST(GatewayConfig, ParseListen) {
   std::string host;
   int port = 0;

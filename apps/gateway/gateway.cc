@@ -950,10 +950,24 @@ Result<FleetLink> Gateway::Impl::OpenStores() {
 }
 
 #ifdef FUSEBOX_GATEWAY_WITH_REDIS
+namespace {
+// fleet.tls over the URL's TLS settings, key by key.
+void ApplyFleetTls(const FleetTlsConfig& tls, redis::ConnectionOptions& conn) {
+  if (tls.ca_file) conn.ca_file = *tls.ca_file;
+  if (tls.client_cert) conn.client_cert = *tls.client_cert;
+  if (tls.client_key) conn.client_key = *tls.client_key;
+  if (tls.insecure_skip_verify) conn.insecure_skip_verify = *tls.insecure_skip_verify;
+}
+}  // namespace
+
 // The fleet's shared state, and the Redis snapshot tier behind the local one.
 Result<FleetLink> Gateway::Impl::OpenRedis() {
   Result<redis::ConnectionOptions> conn = redis::ParseRedisUrl(config.redis_url);
   if (!conn) return Status::InvalidArgument("redis: " + std::string(conn.error().message()));
+  ApplyFleetTls(config.fleet_tls, *conn);
+  if (Status s = conn->Validate(); !s.ok()) {
+    return Status::InvalidArgument("redis (with fleet.tls): " + std::string(s.message()));
+  }
   Result<std::shared_ptr<redis::RedisSharedState>> state = redis::RedisSharedState::Create(
       {.connection = *conn, .on_event = [watch = fleet_watch](const redis::SharedStateEvent& e) {
          watch->LogStoreEvent(redis::SharedStateEventKindName(e.kind), e.detail, e.recovered);

@@ -120,6 +120,37 @@ std::unique_ptr<Gateway> StartGateway(std::string_view yaml, std::string_view fi
 
 FakeResponse Ok(std::string body) { return FakeResponse{.status = 200, .body = std::move(body)}; }
 
+#ifdef FUSEBOX_GATEWAY_WITH_REDIS
+// fleet.tls reaches the Redis connection, and wins over the URL key by key:
+// the gateway refuses to start on a TLS file it cannot read, whichever of
+// the two named it, and on TLS settings for a plain redis:// URL. (Redis
+// itself need not be up: the gateway starts failing open.)
+TEST(GatewayFleetTls, FleetTlsWinsOverTheUrlAndIsChecked) {
+  auto create = [](const std::string& url, const std::string& fleet) {
+    const std::string yaml = ConfigYaml("http://127.0.0.1:1", "") + "redis: \"" + url + "\"\n" +
+                             (fleet.empty() ? "" : "fleet:\n  tls:\n" + fleet);
+    Result<GatewayConfig> config = ParseGatewayConfig(yaml, "test.yaml", TestEnv());
+    EXPECT_TRUE(config.has_value()) << config.error();
+    config->admin.reset();
+    testing::ManualClock clock;
+    std::ostringstream log;
+    auto gw = Gateway::Create({.config = *config, .clock = &clock, .log = &log});
+    return gw ? Status() : gw.error();
+  };
+  const std::string readable = "/etc/hostname";
+  EXPECT_TRUE(create("rediss://127.0.0.1:1/0?ca_file=" + readable, "").ok());
+  const Status wins = create("rediss://127.0.0.1:1/0?ca_file=" + readable,
+                             "    ca_file: /nonexistent/fleet-ca.pem\n");
+  EXPECT_THAT(std::string(wins.message()), HasSubstr("'/nonexistent/fleet-ca.pem' cannot be read"));
+  EXPECT_TRUE(create("rediss://127.0.0.1:1/0?ca_file=/nonexistent/url-ca.pem",
+                     "    ca_file: " + readable + "\n")
+                  .ok())
+      << "fleet.tls.ca_file replaces the URL's";
+  const Status plain = create("redis://127.0.0.1:1/0", "    insecure_skip_verify: true\n");
+  EXPECT_THAT(std::string(plain.message()), HasSubstr("insecure_skip_verify is a TLS setting"));
+}
+#endif
+
 class GatewayTest : public ::testing::Test {
  protected:
   void SetUp() override {

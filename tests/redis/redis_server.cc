@@ -110,9 +110,10 @@ Result<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions optio
 
 Status RedisServer::Spawn() {
   const std::string binary = FindRedisServer();
+  const bool tls = options_.tls.has_value();
   std::vector<std::string> args = {binary,
                                    "--port",
-                                   std::to_string(port_),
+                                   tls ? "0" : std::to_string(port_),
                                    "--bind",
                                    "127.0.0.1",
                                    "--save",
@@ -127,6 +128,12 @@ Status RedisServer::Spawn() {
                                    dir_ + "/redis.log"};
   if (!options_.password.empty()) {
     args.insert(args.end(), {"--requirepass", options_.password});
+  }
+  if (tls) {
+    const RedisServerTls& t = *options_.tls;
+    args.insert(args.end(), {"--tls-port", std::to_string(port_), "--tls-cert-file", t.cert_file,
+                             "--tls-key-file", t.key_file, "--tls-ca-cert-file", t.ca_cert_file,
+                             "--tls-auth-clients", t.auth_clients});
   }
   if (options_.cluster_enabled) {
     args.insert(args.end(),
@@ -242,6 +249,16 @@ ConnectionOptions RedisServer::connection_options(Duration command_timeout) cons
   options.password = options_.password;
   options.command_timeout = command_timeout;
   options.connect_timeout = std::chrono::seconds(2);
+  if (options_.tls) {
+    const RedisServerTls& t = *options_.tls;
+    options.host = t.host;
+    options.tls = true;
+    options.ca_file = t.client_ca_file;
+    options.client_cert = t.client_cert;
+    options.client_key = t.client_key;
+    options.insecure_skip_verify = t.insecure_skip_verify;
+    options.warn = [](std::string_view, std::string_view) {};  // the harness' own
+  }
   return options;
 }
 

@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,25 @@
 
 namespace fusebox::redis::testing {
 
+// A TLS-only server: --port 0 --tls-port N with these files, and what the
+// harness' own connections (readiness, Admin()) present.
+struct RedisServerTls {
+  std::string cert_file;
+  std::string key_file;
+  // --tls-ca-cert-file: the CA client certificates must chain to.
+  std::string ca_cert_file;
+  // --tls-auth-clients: "no", "optional" or "yes".
+  std::string auth_clients = "optional";
+  // What the harness trusts and presents (client_* may be empty).
+  std::string client_ca_file;
+  std::string client_cert;
+  std::string client_key;
+  // The host the harness connects to (checked against the certificate).
+  std::string host = "127.0.0.1";
+  // For a certificate the harness cannot verify (the refusal tests).
+  bool insecure_skip_verify = false;
+};
+
 struct RedisServerOptions {
   // Started with --requirepass when non-empty.
   std::string password{};
@@ -40,6 +60,8 @@ struct RedisServerOptions {
   bool cluster_enabled = false;
   // Appended to the command line, e.g. {"--maxmemory", "1mb"}.
   std::vector<std::string> extra_args{};
+  // Set: TLS only (no plain port).
+  std::optional<RedisServerTls> tls{};
 };
 
 class RedisServer {
@@ -54,8 +76,8 @@ class RedisServer {
   int port() const { return port_; }
   bool running() const { return pid_ > 0; }
 
-  // Options to reach this server (with its password), with the given
-  // command timeout.
+  // Options to reach this server (with its password, and for a TLS server
+  // the harness' TLS settings), with the given command timeout.
   ConnectionOptions connection_options(Duration command_timeout = std::chrono::seconds(2)) const;
   Result<std::unique_ptr<Connection>> Connect(
       Duration command_timeout = std::chrono::seconds(2)) const;

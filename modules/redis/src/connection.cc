@@ -1,74 +1,23 @@
 #include "fusebox/redis/connection.h"
 
 #include <hiredis/hiredis.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 
 #include <algorithm>
-#include <cassert>
-#include <cerrno>
 #include <chrono>
-#include <climits>
 #include <utility>
+
+#include "src/transport.h"
 
 namespace fusebox::redis {
 namespace {
 
 using std::chrono::ceil;
-using std::chrono::microseconds;
 using std::chrono::milliseconds;
-
-// SO_RCVTIMEO/SO_SNDTIMEO read a zero timeval as "no timeout", so the
-// shortest timeout is 1 µs, never 0.
-timeval ToTimeval(Duration d) {
-  const long long us = std::max<long long>(1, ceil<microseconds>(d).count());
-  return timeval{.tv_sec = static_cast<time_t>(us / 1'000'000),
-                 .tv_usec = static_cast<suseconds_t>(us % 1'000'000)};
-}
 
 std::string MsText(Duration d) { return std::to_string(ceil<milliseconds>(d).count()) + " ms"; }
 
-// Blocks SIGPIPE on this thread while hiredis may write, and swallows a
-// SIGPIPE that the write raised, so that a server that went away yields EPIPE
-// (a broken connection) instead of killing the process. The process-wide
-// disposition of SIGPIPE belongs to the application and is not touched.
-class ScopedSigpipeBlock {
- public:
-  ScopedSigpipeBlock() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    sigset_t pending;
-    sigemptyset(&pending);
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-    blocked_ = pthread_sigmask(SIG_BLOCK, &pipe_, &old_) == 0;
-  }
-  ~ScopedSigpipeBlock() {
-    if (!blocked_) return;
-    const int saved_errno = errno;
-    if (!was_pending_) {
-      sigset_t pending;
-      sigemptyset(&pending);
-      sigpending(&pending);
-      if (sigismember(&pending, SIGPIPE) == 1) {
-        const timespec zero{};
-        while (sigtimedwait(&pipe_, nullptr, &zero) == -1 && errno == EINTR) {
-        }
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-    errno = saved_errno;
-  }
-  ScopedSigpipeBlock(const ScopedSigpipeBlock&) = delete;
-  ScopedSigpipeBlock& operator=(const ScopedSigpipeBlock&) = delete;
-
- private:
-  sigset_t pipe_;
-  sigset_t old_;
-  bool was_pending_ = false;
-  bool blocked_ = false;
-};
+// Bytes asked of the socket per read.
+constexpr std::size_t kReadChunk = std::size_t{16} * 1024;
 
 Reply Copy(const redisReply& r) {
   switch (r.type) {
@@ -117,9 +66,7 @@ std::string_view OperationName(std::span<const std::string_view> args) {
 
 Connection::Connection(ConnectionOptions options) : options_(std::move(options)) {}
 
-Connection::~Connection() {
-  if (context_ != nullptr) redisFree(context_);
-}
+Connection::~Connection() { Drop(); }
 
 Result<std::unique_ptr<Connection>> Connection::Connect(ConnectionOptions options) {
   if (Status s = options.Validate(); !s.ok()) return s;
@@ -128,14 +75,18 @@ Result<std::unique_ptr<Connection>> Connection::Connect(ConnectionOptions option
   return conn;
 }
 
-Status Connection::Reconnect() {
-  if (context_ != nullptr) {
-    redisFree(context_);
-    context_ = nullptr;
-  }
+void Connection::Drop() {
+  transport_.reset();
+  if (reader_ != nullptr) redisReaderFree(reader_);
+  reader_ = nullptr;
+  out_.clear();
   pending_ = 0;
   subscribed_ = false;
   queued_.clear();
+}
+
+Status Connection::Reconnect() {
+  Drop();
   return Open();
 }
 
@@ -153,57 +104,39 @@ Status Connection::BrokenStatus(std::string_view operation) const {
                "connection is broken (" + broken_reason_ + "); call Reconnect()");
 }
 
-Status Connection::Break(std::string_view operation, int saved_errno) {
-  std::string detail;
-  if (context_ != nullptr && context_->err == REDIS_ERR_IO &&
-      (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK)) {
-    detail = "timed out after " + MsText(io_timeout_);
-  } else if (context_ != nullptr && context_->err == REDIS_ERR_EOF) {
-    detail = "server closed the connection";
-  } else if (context_ != nullptr && context_->err != 0) {
-    detail = context_->errstr;
-  } else {
-    detail = "I/O error";
-  }
-  if (context_ != nullptr) {
-    redisFree(context_);
-    context_ = nullptr;
-  }
-  broken_reason_ = std::string(operation) + ": " + detail;
-  pending_ = 0;
-  subscribed_ = false;
-  queued_.clear();
+Status Connection::Break(std::string_view operation, std::string_view detail) {
+  Drop();
+  broken_reason_ = std::string(operation) + ": " + std::string(detail);
   return Error(StatusCode::kUnavailable, operation, detail);
 }
 
+// Over 60 lines on purpose: the handshake in order (connect, AUTH, SELECT,
+// the TLS PING), each refusal with its own status.
 Status Connection::Open() {
-  ScopedSigpipeBlock no_sigpipe;
-  redisContext* c = redisConnectWithTimeout(options_.host.c_str(), options_.port,
-                                            ToTimeval(options_.connect_timeout));
-  if (c == nullptr) {
+  Result<std::unique_ptr<internal::Transport>> t = internal::Transport::Connect(options_);
+  if (!t) {
+    const std::string detail(t.error().message());
+    broken_reason_ = "connect: " + detail;
+    return Error(t.error().code(), "connect",
+                 detail + " (connect timeout " + MsText(options_.connect_timeout) + ")");
+  }
+  reader_ = redisReaderCreate();
+  if (reader_ == nullptr) {
+    transport_.reset();
     broken_reason_ = "connect: out of memory";
     return Error(StatusCode::kUnavailable, "connect", "out of memory");
   }
-  if (c->err != 0) {
-    std::string detail = c->errstr;
-    redisFree(c);
-    broken_reason_ = "connect: " + detail;
-    return Error(StatusCode::kUnavailable, "connect",
-                 detail + " (connect timeout " + MsText(options_.connect_timeout) + ")");
-  }
-  context_ = c;
+  transport_ = std::move(*t);
   // The handshake is part of connecting: bounded by the connect timeout.
   io_timeout_ = options_.connect_timeout;
-  if (redisSetTimeout(c, ToTimeval(options_.connect_timeout)) != REDIS_OK ||
-      (options_.tcp_keepalive && redisEnableKeepAlive(c) != REDIS_OK)) {
-    return Break("connect", errno);
-  }
+  bool round_trip = false;
   if (!options_.password.empty()) {
     std::vector<std::string_view> args = {"AUTH"};
     if (!options_.username.empty()) args.push_back(options_.username);
     args.push_back(options_.password);
     Result<Reply> r = Command(args);
     if (!r) return r.error();
+    round_trip = true;
     if (r->is_error()) {
       // Redis' AUTH errors ("WRONGPASS invalid username-password pair ...")
       // do not echo the password; masking it anyway costs nothing.
@@ -211,34 +144,38 @@ Status Connection::Open() {
       for (std::size_t pos; (pos = text.find(options_.password)) != std::string::npos;) {
         text.replace(pos, options_.password.size(), "***");
       }
-      redisFree(context_);
-      context_ = nullptr;
+      Drop();
       broken_reason_ = "AUTH failed";
-      return Error(StatusCode::kUnavailable, "AUTH",
-                   text + (options_.username.empty() ? "" : " (user " + options_.username + ")"));
+      Status refused =
+          Error(StatusCode::kUnavailable, "AUTH",
+                text + (options_.username.empty() ? "" : " (user " + options_.username + ")"));
+      options_.Warn("redis_auth_failed", refused.message());
+      return refused;
     }
   }
   if (options_.db != 0) {
     const std::string db = std::to_string(options_.db);
     Result<Reply> r = Command({"SELECT", db});
     if (!r) return r.error();
+    round_trip = true;
     if (r->is_error()) {
-      redisFree(context_);
-      context_ = nullptr;
+      Drop();
       broken_reason_ = "SELECT failed";
       return Error(StatusCode::kInvalidArgument, "SELECT " + db, r->str);
     }
   }
+  if (options_.tls && !round_trip) {
+    // TLS 1.3 servers refuse a client certificate after the handshake: ask
+    // something now so that Connect() reports it.
+    if (Status s = Ping(); !s.ok()) return s;
+  }
   io_timeout_ = options_.command_timeout;
-  if (redisSetTimeout(c, ToTimeval(io_timeout_)) != REDIS_OK) return Break("connect", errno);
   broken_reason_.clear();
   return Status();
 }
 
 Status Connection::SetCommandTimeout(Duration timeout) {
   if (broken()) return BrokenStatus("set timeout");
-  if (timeout == io_timeout_) return Status();
-  if (redisSetTimeout(context_, ToTimeval(timeout)) != REDIS_OK) return Break("set timeout", errno);
   io_timeout_ = timeout;
   return Status();
 }
@@ -246,7 +183,7 @@ Status Connection::SetCommandTimeout(Duration timeout) {
 Status Connection::Append(std::span<const std::string_view> args) {
   const std::string_view op = OperationName(args);
   if (args.empty()) return Error(StatusCode::kInvalidArgument, op, "no command given");
-  if (context_ == nullptr) return BrokenStatus(op);
+  if (transport_ == nullptr) return BrokenStatus(op);
   std::vector<const char*> argv;
   std::vector<std::size_t> argvlen;
   argv.reserve(args.size());
@@ -256,25 +193,46 @@ Status Connection::Append(std::span<const std::string_view> args) {
     argvlen.push_back(a.size());
   }
   // Only formats into the output buffer: no I/O, fails only on OOM.
-  if (redisAppendCommandArgv(context_, static_cast<int>(args.size()), argv.data(),
-                             argvlen.data()) != REDIS_OK) {
-    return Break(op, errno);
-  }
+  char* cmd = nullptr;
+  const int len =
+      redisFormatCommandArgv(&cmd, static_cast<int>(args.size()), argv.data(), argvlen.data());
+  if (len < 0 || cmd == nullptr) return Break(op, "out of memory");
+  out_.append(cmd, static_cast<std::size_t>(len));
+  redisFreeCommand(cmd);
   ++pending_;
   return Status();
 }
 
-Result<Reply> Connection::GetReply(std::string_view operation) {
-  ScopedSigpipeBlock no_sigpipe;
+Result<std::optional<Reply>> Connection::BufferedReply(std::string_view operation) {
   void* raw = nullptr;
-  if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
-    return Break(operation, errno);
+  if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+    const std::string detail = std::string("protocol error: ") + reader_->errstr;
+    return Break(operation, detail);
   }
-  return TakeReply(raw);
+  if (raw == nullptr) return std::optional<Reply>();
+  return std::optional<Reply>(TakeReply(raw));
+}
+
+Result<Reply> Connection::GetReply(std::string_view operation) {
+  if (!out_.empty()) {
+    if (Status s = transport_->WriteAll(out_, io_timeout_); !s.ok()) {
+      return Break(operation, s.message());
+    }
+    out_.clear();
+  }
+  char buf[kReadChunk];
+  for (;;) {
+    Result<std::optional<Reply>> r = BufferedReply(operation);
+    if (!r) return std::move(r).error();
+    if (r->has_value()) return std::move(**r);
+    Result<std::size_t> n = transport_->Read(buf, sizeof buf, io_timeout_);
+    if (!n) return Break(operation, n.error().message());
+    if (redisReaderFeed(reader_, buf, *n) != REDIS_OK) return Break(operation, "out of memory");
+  }
 }
 
 Result<Reply> Connection::ReadReply() {
-  if (context_ == nullptr) return BrokenStatus("read reply");
+  if (transport_ == nullptr) return BrokenStatus("read reply");
   if (pending_ == 0) {
     return Error(StatusCode::kInvalidArgument, "read reply", "no command was appended");
   }
@@ -285,7 +243,7 @@ Result<Reply> Connection::ReadReply() {
 
 Result<Reply> Connection::Command(std::span<const std::string_view> args) {
   const std::string_view op = OperationName(args);
-  if (context_ == nullptr) return BrokenStatus(op);
+  if (transport_ == nullptr) return BrokenStatus(op);
   if (subscribed_) {
     return Error(StatusCode::kInvalidArgument, op,
                  "not allowed on a subscribed connection (RESP2); use another connection");
@@ -303,7 +261,7 @@ Result<Reply> Connection::Command(std::span<const std::string_view> args) {
 Result<std::vector<Reply>> Connection::Pipeline(
     const std::vector<std::vector<std::string_view>>& commands) {
   const std::string_view op = "pipeline";
-  if (context_ == nullptr) return BrokenStatus(op);
+  if (transport_ == nullptr) return BrokenStatus(op);
   if (subscribed_) {
     return Error(StatusCode::kInvalidArgument, op, "not allowed on a subscribed connection");
   }
@@ -325,7 +283,7 @@ Result<std::vector<Reply>> Connection::Pipeline(
 }
 
 Status Connection::Ping() {
-  if (context_ == nullptr) return BrokenStatus("PING");
+  if (transport_ == nullptr) return BrokenStatus("PING");
   if (!subscribed_) {
     Result<Reply> r = Command({"PING"});
     if (!r) return r.error();
@@ -357,13 +315,12 @@ Result<Reply> Connection::GetPush(std::string_view operation) {
   // Anything else means the reply stream is not what this connection sent
   // for: nothing read later can be trusted.
   const std::string shown = r->ToString();
-  (void)Break(operation, 0);
-  broken_reason_ = std::string(operation) + ": unexpected reply in subscriber mode";
+  (void)Break(operation, "unexpected reply in subscriber mode");
   return Error(StatusCode::kInternal, operation, "unexpected reply in subscriber mode: " + shown);
 }
 
 Status Connection::Subscribe(std::span<const std::string> channels) {
-  if (context_ == nullptr) return BrokenStatus("SUBSCRIBE");
+  if (transport_ == nullptr) return BrokenStatus("SUBSCRIBE");
   if (channels.empty()) {
     return Error(StatusCode::kInvalidArgument, "SUBSCRIBE", "no channel given");
   }
@@ -389,7 +346,7 @@ Status Connection::Subscribe(std::span<const std::string> channels) {
 
 Result<std::optional<PubSubMessage>> Connection::ReadMessage(Duration timeout) {
   constexpr std::string_view kOp = "read message";
-  if (context_ == nullptr) return BrokenStatus(kOp);
+  if (transport_ == nullptr) return BrokenStatus(kOp);
   if (!subscribed_) {
     return Error(StatusCode::kInvalidArgument, kOp, "Subscribe() first");
   }
@@ -399,29 +356,24 @@ Result<std::optional<PubSubMessage>> Connection::ReadMessage(Duration timeout) {
       queued_.pop_front();
       return std::optional<PubSubMessage>(std::move(m));
     }
-    void* raw = nullptr;
-    if (redisGetReplyFromReader(context_, &raw) != REDIS_OK) return Break(kOp, errno);
-    if (raw != nullptr) {
+    Result<std::optional<Reply>> buffered = BufferedReply(kOp);
+    if (!buffered) return std::move(buffered).error();
+    if (buffered->has_value()) {
       // Already buffered: run it through the same checks as a fresh read.
-      Reply r = TakeReply(raw);
+      Reply r = std::move(**buffered);
       if (PushKind(r) == "message" && r.elements.size() == 3 && r.elements[1].is_string() &&
           r.elements[2].is_string()) {
         return std::optional<PubSubMessage>(
             PubSubMessage{std::move(r.elements[1].str), std::move(r.elements[2].str)});
       }
+      if (PushKind(r) == "pong" || PushKind(r) == "subscribe") continue;
       const std::string shown = r.ToString();
-      (void)Break(kOp, 0);
-      broken_reason_ = "read message: unexpected reply in subscriber mode";
+      (void)Break(kOp, "unexpected reply in subscriber mode");
       return Error(StatusCode::kInternal, kOp, "unexpected reply in subscriber mode: " + shown);
     }
-    // Nothing buffered: wait for the socket without reading a clock. poll()
-    // takes whole milliseconds; round up so that a short timeout still waits.
-    const long long wait_ms =
-        std::clamp<long long>(ceil<milliseconds>(timeout).count(), 0, INT_MAX);
-    pollfd p{.fd = context_->fd, .events = POLLIN, .revents = 0};
-    const int n = poll(&p, 1, static_cast<int>(wait_ms));
-    if (n == 0 || (n < 0 && errno == EINTR)) return std::optional<PubSubMessage>();
-    if (n < 0) return Break(kOp, errno);
+    // Nothing parsed yet: wait for the socket (or bytes TLS already holds)
+    // without reading a clock.
+    if (!transport_->WaitReadable(timeout)) return std::optional<PubSubMessage>();
     // Readable, or hung up (the read below then reports EOF). Reading the
     // rest of a reply that has begun is bounded by the command timeout.
     Result<Reply> r = GetPush(kOp);

@@ -1,7 +1,10 @@
 #include "fusebox/redis/options.h"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -52,6 +55,77 @@ std::optional<std::string> PercentDecode(std::string_view s) {
   return out;
 }
 
+bool IsKeyChar(char c) { return (c >= 'a' && c <= 'z') || c == '_'; }
+
+// A query key is echoed only when it looks like one (lower-case letters and
+// '_', at most 32): never a stray piece of a secret.
+std::string ShownKey(std::string_view key) {
+  if (key.empty() || key.size() > 32) return "a query parameter";
+  for (char c : key) {
+    if (!IsKeyChar(c)) return "a query parameter";
+  }
+  return "query parameter '" + std::string(key) + "'";
+}
+
+std::optional<bool> ParseBool(std::string_view v) {
+  if (v == "true" || v == "1" || v == "yes") return true;
+  if (v == "false" || v == "0" || v == "no") return false;
+  return std::nullopt;
+}
+
+// "key=value&key=value" into `options` (the TLS settings). Values are
+// percent-decoded; paths are not secrets and may be echoed.
+Status ApplyQuery(std::string_view query, bool tls, ConnectionOptions& options) {
+  bool seen[4] = {false, false, false, false};
+  constexpr std::string_view kKeys[4] = {"ca_file", "client_cert", "client_key",
+                                         "insecure_skip_verify"};
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    const std::size_t eq = pair.find('=');
+    const std::string_view key = pair.substr(0, eq);
+    if (eq == std::string_view::npos) return UrlError(ShownKey(key) + " has no '=value'");
+    std::size_t index = 0;
+    while (index < 4 && kKeys[index] != key) ++index;
+    if (index == 4) {
+      return UrlError("unknown " + ShownKey(key) +
+                      " (known: ca_file, client_cert, client_key, insecure_skip_verify)");
+    }
+    if (seen[index]) return UrlError(ShownKey(key) + " is given twice");
+    seen[index] = true;
+    if (!tls) return UrlError(ShownKey(key) + " is a TLS setting: it needs rediss://");
+    std::optional<std::string> value = PercentDecode(pair.substr(eq + 1));
+    if (!value) return UrlError("malformed percent-encoding in " + ShownKey(key));
+    if (value->empty()) return UrlError(ShownKey(key) + " is empty");
+    if (index == 3) {
+      const std::optional<bool> b = ParseBool(*value);
+      if (!b) return UrlError("insecure_skip_verify must be true or false");
+      options.insecure_skip_verify = *b;
+    } else {
+      (index == 0   ? options.ca_file
+       : index == 1 ? options.client_cert
+                    : options.client_key) = std::move(*value);
+    }
+  }
+  return Status();
+}
+
+// OK when `path` can be opened for reading; else names `key` and the file.
+Status CheckReadable(std::string_view key, const std::string& path) {
+  if (path.find('\0') != std::string::npos) {
+    return Status::InvalidArgument("redis options: " + std::string(key) + " has a NUL byte");
+  }
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    return Status::InvalidArgument("redis options: " + std::string(key) + " '" + path +
+                                   "' cannot be read");
+  }
+  std::fclose(f);
+  return Status();
+}
+
 bool IsHostChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '.' || c == '_';
@@ -65,7 +139,7 @@ std::string ConnectionOptions::Endpoint() const {
 }
 
 std::string ConnectionOptions::Describe() const {
-  std::string out(kScheme);
+  std::string out(tls ? kTlsScheme : kScheme);
   if (!username.empty() || !password.empty()) {
     out += username;
     if (!password.empty()) out += ":***";
@@ -73,7 +147,36 @@ std::string ConnectionOptions::Describe() const {
   }
   out += Endpoint();
   out += "/" + std::to_string(db);
+  char sep = '?';
+  for (const auto& [key, value] :
+       {std::pair<std::string_view, std::string_view>{"ca_file", ca_file},
+        {"client_cert", client_cert},
+        {"client_key", client_key}}) {
+    if (value.empty()) continue;
+    out += sep;
+    out += key;
+    out += '=';
+    out += value;
+    sep = '&';
+  }
+  if (insecure_skip_verify) {
+    out += sep;
+    out += "insecure_skip_verify=true";
+  }
   return out;
+}
+
+void ConnectionOptions::Warn(std::string_view event, std::string_view message) const {
+  if (warn) {
+    warn(event, message);
+    return;
+  }
+  std::string line = "fusebox redis WARNING ";
+  line += event;
+  line += ": ";
+  line += message;
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
 Status ConnectionOptions::Validate() const {
@@ -94,6 +197,29 @@ Status ConnectionOptions::Validate() const {
   if (!username.empty() && password.empty()) {
     return Status::InvalidArgument("redis options: a username needs a password");
   }
+  if (!tls) {
+    for (const auto& [key, set] : {std::pair<std::string_view, bool>{"ca_file", !ca_file.empty()},
+                                   {"client_cert", !client_cert.empty()},
+                                   {"client_key", !client_key.empty()},
+                                   {"insecure_skip_verify", insecure_skip_verify}}) {
+      if (set) {
+        return Status::InvalidArgument("redis options: " + std::string(key) +
+                                       " is a TLS setting: it needs tls (rediss://)");
+      }
+    }
+    return Status();
+  }
+  if (client_cert.empty() != client_key.empty()) {
+    return Status::InvalidArgument(
+        "redis options: client_cert and client_key go together (one is set, not the other)");
+  }
+  for (const auto& [key, path] :
+       {std::pair<std::string_view, const std::string*>{"ca_file", &ca_file},
+        {"client_cert", &client_cert},
+        {"client_key", &client_key}}) {
+    if (path->empty()) continue;
+    if (Status s = CheckReadable(key, *path); !s.ok()) return s;
+  }
   return Status();
 }
 
@@ -101,20 +227,27 @@ Status ConnectionOptions::Validate() const {
 // userinfo, host, port, database), each error naming its part and never
 // echoing what may be a secret; its stages are marked where they begin.
 Result<ConnectionOptions> ParseRedisUrl(std::string_view url) {
-  if (url.starts_with(kTlsScheme)) {
-    return UrlError(
-        "rediss:// (TLS) is not supported: hiredis 0.14 has no TLS; use redis:// through a TLS "
-        "tunnel such as stunnel");
+  const bool tls = url.starts_with(kTlsScheme);
+  if (!tls && !url.starts_with(kScheme)) {
+    return UrlError("must start with redis:// or rediss://");
   }
-  if (!url.starts_with(kScheme)) {
-    return UrlError("must start with redis://");
-  }
-  std::string_view rest = url.substr(kScheme.size());
+  std::string_view rest = url.substr(tls ? kTlsScheme.size() : kScheme.size());
   if (const std::size_t q = rest.find_first_of("?#"); q != std::string_view::npos) {
-    return UrlError(rest[q] == '?' ? "query parameters are not supported"
-                                   : "a fragment (#...) is not supported");
+    // A '@' after it means the '?' or '#' was inside the user info: most
+    // likely a password, never echoed.
+    if (rest.find('@', q) != std::string_view::npos) {
+      return UrlError("a '?' or '#' before '@' must be percent-encoded (%3F, %23)");
+    }
+  }
+  if (rest.find('#') != std::string_view::npos) {
+    return UrlError("a fragment (#...) is not supported");
   }
   ConnectionOptions options;
+  options.tls = tls;
+  if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
+    if (Status s = ApplyQuery(rest.substr(q + 1), tls, options); !s.ok()) return s;
+    rest = rest.substr(0, q);
+  }
 
   // The authority ends at the first '/'; the userinfo ends at the last '@' in
   // it, so that an unencoded '@' in a password still parses (a '/' in a

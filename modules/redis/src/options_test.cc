@@ -75,11 +75,74 @@ TEST(ParseRedisUrl, TrailingSlashMeansDbZero) {
   EXPECT_EQ(r->db, 0);
 }
 
-TEST(ParseRedisUrl, RejectsTlsWithAClearMessage) {
-  const Status s = ParseError("rediss://:pw@host:6380");
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("TLS"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("hiredis 0.14"));
+TEST(ParseRedisUrl, TlsWithItsSettings) {
+  Result<ConnectionOptions> plain = ParseRedisUrl("rediss://:pw@cache.internal:6380/2");
+  ASSERT_TRUE(plain.has_value()) << plain.error();
+  EXPECT_TRUE(plain->tls);
+  EXPECT_EQ(plain->host, "cache.internal");
+  EXPECT_EQ(plain->port, 6380);
+  EXPECT_EQ(plain->db, 2);
+  EXPECT_EQ(plain->password, "pw");
+  EXPECT_TRUE(plain->ca_file.empty());
+  EXPECT_FALSE(plain->insecure_skip_verify);
+  EXPECT_FALSE(ParseRedisUrl("redis://h")->tls);
+
+  Result<ConnectionOptions> r = ParseRedisUrl(
+      "rediss://u:pw@h/0?ca_file=/etc/ca%20dir/ca.pem&client_cert=/c.pem&client_key=/k.pem"
+      "&insecure_skip_verify=true");
+  ASSERT_TRUE(r.has_value()) << r.error();
+  EXPECT_EQ(r->ca_file, "/etc/ca dir/ca.pem");
+  EXPECT_EQ(r->client_cert, "/c.pem");
+  EXPECT_EQ(r->client_key, "/k.pem");
+  EXPECT_TRUE(r->insecure_skip_verify);
+  EXPECT_EQ(r->Describe(),
+            "rediss://u:***@h:6379/0?ca_file=/etc/ca dir/ca.pem&client_cert=/c.pem&client_key=/"
+            "k.pem&insecure_skip_verify=true");
+  EXPECT_FALSE(ParseRedisUrl("rediss://h?insecure_skip_verify=0")->insecure_skip_verify);
+  // A '?' in a password, percent-encoded, stays in the password.
+  EXPECT_EQ(ParseRedisUrl("rediss://:a%3Fb@h")->password, "a?b");
+}
+
+TEST(ParseRedisUrl, TlsSettingsErrorsNameTheKey) {
+  struct Case {
+    const char* url;
+    const char* says;
+  } cases[] = {
+      {"redis://h?ca_file=/ca.pem", "'ca_file' is a TLS setting: it needs rediss://"},
+      {"redis://h?insecure_skip_verify=true", "'insecure_skip_verify' is a TLS setting"},
+      {"rediss://h?ca_file=/a&ca_file=/b", "'ca_file' is given twice"},
+      {"rediss://h?ca_file=", "'ca_file' is empty"},
+      {"rediss://h?ca_file", "'ca_file' has no '=value'"},
+      {"rediss://h?insecure_skip_verify=maybe", "insecure_skip_verify must be true or false"},
+      {"rediss://h?timeout=1", "unknown query parameter 'timeout'"},
+      {"rediss://h?ca_file=%zz", "percent-encoding in query parameter 'ca_file'"},
+  };
+  for (const Case& c : cases) {
+    const Status s = ParseError(c.url);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.url;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.says)) << c.url;
+  }
+}
+
+TEST(ConnectionOptions, ValidateChecksTlsSettings) {
+  ConnectionOptions o;
+  o.ca_file = "/etc/hostname";
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("ca_file is a TLS setting"));
+  o.tls = true;
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
+  o.ca_file = "/nonexistent/fusebox-ca.pem";
+  EXPECT_THAT(std::string(o.Validate().message()),
+              HasSubstr("ca_file '/nonexistent/fusebox-ca.pem' cannot be read"));
+  o.ca_file.clear();
+  o.client_cert = "/etc/hostname";
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("client_cert and client_key"));
+  o.client_key = "/nonexistent/key.pem";
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("client_key '/nonexistent/key.pem'"));
+  o.tls = false;
+  o.client_cert.clear();
+  o.client_key.clear();
+  o.insecure_skip_verify = true;
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("insecure_skip_verify"));
 }
 
 TEST(ParseRedisUrl, NamesWhatIsWrong) {
@@ -87,7 +150,7 @@ TEST(ParseRedisUrl, NamesWhatIsWrong) {
     const char* url;
     const char* says;
   } cases[] = {
-      {"http://host", "must start with redis://"},
+      {"http://host", "must start with redis:// or rediss://"},
       {"redis://", "host is empty"},
       {"redis://:6379", "host is empty"},
       {"redis://host:", "port after ':' is empty"},
@@ -96,7 +159,8 @@ TEST(ParseRedisUrl, NamesWhatIsWrong) {
       {"redis://host:-1", "port is not a number"},
       {"redis://host/x", "database number"},
       {"redis://host/-1", "database number"},
-      {"redis://host?timeout=1", "query parameters"},
+      {"redis://host?timeout=1", "unknown query parameter 'timeout'"},
+      {"redis://:a?b@host", "must be percent-encoded"},
       {"redis://host#frag", "fragment"},
       {"redis://ho st", "host has a character"},
       {"redis://[::1", "not closed"},
@@ -126,7 +190,10 @@ TEST(ParseRedisUrl, ErrorsNeverContainThePassword) {
       "redis://host:" + secret,       // the password typed as the port
       "redis://host/" + secret,
       "redis://:" + secret + "@host?x=1",
-      "rediss://:" + secret + "@host",
+      "rediss://:" + secret + "@host:0",
+      "rediss://:ab?" + secret + "@host",
+      "rediss://:ab#" + secret + "@host",
+      "rediss://:" + secret + "@host?" + secret + "=1",
   };
   for (const std::string& url : urls) {
     const Status s = ParseError(url);

@@ -1,11 +1,16 @@
 // fusebox/redis/connection.h: one synchronous connection to a Redis server.
 //
-// A thin, owning wrapper over a blocking hiredis 0.14 context (RESP2):
+// Its own non-blocking socket, plain or TLS (rediss://, OpenSSL), with
+// hiredis 0.14's reply parser and command encoder (RESP2); every wait is a
+// poll() bounded by the connect or command timeout:
 //
-//   - Connect() connects within options.connect_timeout, enables TCP
-//     keepalive, sends AUTH (password, or user + password for an ACL user)
-//     and SELECT, then bounds every later read and write by
-//     options.command_timeout.
+//   - Connect() connects within options.connect_timeout (each wait of the
+//     TCP connect, the TLS handshake and the handshake's commands), enables
+//     TCP keepalive, sends AUTH (password, or user + password for an ACL
+//     user) and SELECT, then bounds every later wait for the socket by
+//     options.command_timeout. Over TLS a PING is sent when neither AUTH nor
+//     SELECT is, so that a server refusing the client certificate (which TLS
+//     1.3 says only after the handshake) is refused at Connect().
 //   - Command() sends one binary-safe command built from string_views and
 //     returns an owning Reply. A Redis error reply (-ERR ...) is a Reply of
 //     type kError, not a failed Result: only the connection can fail a Result.
@@ -30,13 +35,16 @@
 //   if (!conn) return conn.error();
 //   fusebox::Result<fusebox::redis::Reply> r = (*conn)->Command({"PTTL", key});
 //
-// hiredis 0.14 writes with write(2), which raises SIGPIPE when the server has
-// gone; every call that may write blocks SIGPIPE on the calling thread for its
-// duration and discards a SIGPIPE it caused, so the process' disposition is
-// left alone.
+// Plain writes use send(MSG_NOSIGNAL); OpenSSL writes with write(2), which
+// raises SIGPIPE when the server has gone, so TLS I/O blocks SIGPIPE on the
+// calling thread for its duration and discards a SIGPIPE it caused: the
+// process' disposition is left alone.
 //
-// Not thread-safe: a Connection is used by one thread at a time (hiredis: "A
-// redisContext is not thread-safe"). Use one per thread, or a pool.
+// A refused AUTH is reported through options.Warn("redis_auth_failed", ...)
+// (never with the password) as well as returned.
+//
+// Not thread-safe: a Connection is used by one thread at a time. Use one per
+// thread, or a pool.
 #ifndef FUSEBOX_REDIS_CONNECTION_H_
 #define FUSEBOX_REDIS_CONNECTION_H_
 
@@ -56,9 +64,13 @@
 #include "fusebox/result.h"
 #include "fusebox/status.h"
 
-struct redisContext;  // hiredis; kept out of the API.
+struct redisReader;  // hiredis; kept out of the API.
 
 namespace fusebox::redis {
+
+namespace internal {
+class Transport;
+}  // namespace internal
 
 // A message received on a subscribed channel.
 struct PubSubMessage {
@@ -83,11 +95,11 @@ class Connection {
   const ConnectionOptions& options() const { return options_; }
 
   // True after an I/O error or timeout, until Reconnect() succeeds.
-  bool broken() const { return context_ == nullptr; }
+  bool broken() const { return transport_ == nullptr; }
 
-  // Bounds each later read and write by `timeout` (> 0) instead of
+  // Bounds each later wait for the socket by `timeout` (> 0) instead of
   // options().command_timeout, until called again: how a caller's deadline
-  // bounds one command. kUnavailable when broken or the socket refuses.
+  // bounds one command. kUnavailable when broken.
   Status SetCommandTimeout(Duration timeout);
   Duration command_timeout() const { return io_timeout_; }
 
@@ -145,24 +157,30 @@ class Connection {
  private:
   explicit Connection(ConnectionOptions options);
 
-  // Connects and runs the handshake; on failure context_ stays null.
+  // Connects and runs the handshake; on failure transport_ stays null.
   Status Open();
-  // Marks the connection broken after a hiredis failure and returns the
-  // kUnavailable status describing it.
-  Status Break(std::string_view operation, int saved_errno);
+  // Marks the connection broken (drops the socket) and returns the
+  // kUnavailable status saying why.
+  Status Break(std::string_view operation, std::string_view detail);
+  // Drops the socket, the parser and every buffered byte.
+  void Drop();
   Status BrokenStatus(std::string_view operation) const;
   Status Error(StatusCode code, std::string_view operation, std::string_view detail) const;
-  // Reads one reply with hiredis' blocking redisGetReply (flushing the output
-  // buffer first).
+  // A reply already parsed from the bytes received, if any (nullopt: none
+  // complete yet); a protocol error breaks the connection.
+  Result<std::optional<Reply>> BufferedReply(std::string_view operation);
+  // Flushes the output buffer, then reads until one reply is complete.
   Result<Reply> GetReply(std::string_view operation);
   // A subscriber-mode push: a message to queue, the awaited pong, or a
   // protocol surprise.
   Result<Reply> GetPush(std::string_view operation);
 
   ConnectionOptions options_;
-  redisContext* context_ = nullptr;  // Owned; null when broken.
-  std::string broken_reason_;        // Why context_ is null.
-  Duration io_timeout_{};            // The socket timeout in force, for messages.
+  std::unique_ptr<internal::Transport> transport_;  // Null when broken.
+  redisReader* reader_ = nullptr;                   // Owned; null when broken.
+  std::string out_;                                 // Encoded commands not sent yet.
+  std::string broken_reason_;                       // Why transport_ is null.
+  Duration io_timeout_{};                           // Bounds each wait for the socket.
   std::size_t pending_ = 0;
   bool subscribed_ = false;
   std::deque<PubSubMessage> queued_;  // Messages read while waiting for a pong.

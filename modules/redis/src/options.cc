@@ -6,6 +6,8 @@
 #include <string>
 #include <system_error>
 
+#include "fusebox/config_names.h"
+
 namespace fusebox::redis {
 namespace {
 
@@ -55,6 +57,41 @@ std::optional<std::string> PercentDecode(std::string_view s) {
 bool IsHostChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '.' || c == '_';
+}
+
+// "?connect_timeout=500ms&timeout=250ms": the two timeouts, as durations
+// (ParseDuration's syntax). Any other parameter is refused rather than
+// ignored; a value is echoed only for those two (never a secret).
+Status ParseQuery(std::string_view query, ConnectionOptions& options) {
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const std::size_t eq = pair.find('=');
+    const std::string_view name = pair.substr(0, eq);
+    Duration* field = nullptr;
+    if (name == "connect_timeout") {
+      field = &options.connect_timeout;
+    } else if (name == "timeout") {
+      field = &options.command_timeout;
+    } else {
+      return UrlError(
+          "unknown query parameter (expected connect_timeout or timeout, e.g. "
+          "?connect_timeout=500ms&timeout=250ms)");
+    }
+    if (eq == std::string_view::npos) {
+      return UrlError("query parameter " + std::string(name) + " needs a value");
+    }
+    const std::string_view value = pair.substr(eq + 1);
+    Result<Duration> d = ParseDuration(value);
+    if (!d || *d <= Duration::zero()) {
+      return UrlError("query parameter " + std::string(name) +
+                      ": expected a positive duration such as 250ms, got \"" +
+                      std::string(value.substr(0, 32)) + "\"");
+    }
+    *field = *d;
+  }
+  return Status();
 }
 
 }  // namespace
@@ -110,11 +147,16 @@ Result<ConnectionOptions> ParseRedisUrl(std::string_view url) {
     return UrlError("must start with redis://");
   }
   std::string_view rest = url.substr(kScheme.size());
-  if (const std::size_t q = rest.find_first_of("?#"); q != std::string_view::npos) {
-    return UrlError(rest[q] == '?' ? "query parameters are not supported"
-                                   : "a fragment (#...) is not supported");
+  if (rest.find('#') != std::string_view::npos) {
+    return UrlError("a fragment (#...) is not supported");
+  }
+  std::string_view query;
+  if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
   }
   ConnectionOptions options;
+  if (Status s = ParseQuery(query, options); !s.ok()) return s;
 
   // The authority ends at the first '/'; the userinfo ends at the last '@' in
   // it, so that an unencoded '@' in a password still parses (a '/' in a

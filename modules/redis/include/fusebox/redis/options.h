@@ -64,7 +64,7 @@ struct ConnectionOptions {
   Status Validate() const;
 };
 
-// Parses "redis://[[user]:password@]host[:port][/db]".
+// Parses "redis://[[user]:password@]host[:port][/db][?connect_timeout=D&timeout=D]".
 //
 // - user and password may be percent-encoded (RFC 3986), so that a password
 //   can contain ':', '@' or '/'; "redis://:pw@h" has a password and no user,
@@ -74,8 +74,10 @@ struct ConnectionOptions {
 //   ("redis://[::1]:6380").
 // - port defaults to 6379; db (the path) defaults to 0.
 // - "rediss://" (TLS) is rejected: hiredis 0.14, the Debian 12 version, has
-//   no TLS. Query strings and fragments are rejected rather than ignored.
-// The timeouts and keepalive keep their defaults.
+//   no TLS. Fragments are rejected rather than ignored.
+// - The query may set connect_timeout and timeout (the command timeout), each
+//   a positive duration such as 250ms or 2s; any other parameter is
+//   rejected. What it leaves out keeps its default, as does keepalive.
 //
 // Errors are kInvalidArgument and say which part is wrong. They never contain
 // the password, not even part of it.

@@ -371,7 +371,7 @@ TEST_F(GatewayTest, AForcedOpenKeyAnswersAsForcedOpen) {
   EXPECT_EQ(e["circuit_open"], true);
   EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("incident 7"));
   EXPECT_EQ(r.Header("Retry-After"), "60");
-  EXPECT_EQ(handler_->upstream_calls(), 0u);
+  EXPECT_EQ(upstream_->TotalCalls(), 0);
 }
 
 TEST_F(GatewayTest, TransientFailureIs502OrStale) {

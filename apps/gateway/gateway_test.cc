@@ -627,7 +627,8 @@ TEST_F(GatewayTest, AdminForceOpenStopsCallsAndIsAudited) {
   EXPECT_EQ(listed[0]["circuit"], "quota");
   EXPECT_EQ(forced.body, Json({{"circuits", listed}}).dump());
   HttpReply refused = Get("/v1/instagram/accounts/178/media");
-  EXPECT_EQ(refused.status, 502);
+  EXPECT_EQ(refused.status, 503) << "forced open by an operator: not a transient 502";
+  EXPECT_EQ(Body(refused)["error"]["code"], "CIRCUIT_FORCED_OPEN");
   EXPECT_EQ(Body(refused)["error"]["circuit_open"], true);
   EXPECT_EQ(upstream_->TotalCalls(), 0);
 
@@ -1048,7 +1049,7 @@ routes: []
   const std::string second = client.ReadUntil("\r\n\r\n");
   EXPECT_THAT(second, ::testing::StartsWith("HTTP/1.1 200"));
   EXPECT_THAT(second, ::testing::Not(HasSubstr("Connection: close")));
-  EXPECT_EQ(client.ReadUntil("}"), R"({"ready":true,"redis":"none"})");
+  EXPECT_EQ(client.ReadUntil("}"), R"({"ready":true,"degraded":false,"redis":"none"})");
   // Then nothing: the keep-alive connection is closed after idle_timeout.
   EXPECT_EQ(client.ReadUntil("\r\n"), "<End of file>");
 }

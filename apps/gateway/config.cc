@@ -483,10 +483,7 @@ void ParseBreakers(Parser& p, const YAML::Node& b, GatewayConfig& c) {
 }
 
 // fleet.tls: how to reach a rediss:// Redis (keys win over the URL's).
-void ParseFleet(Parser& p, const YAML::Node& f, GatewayConfig& c) {
-  p.CheckKeys(f, "fleet", {"tls"});
-  const YAML::Node t = f["tls"];
-  if (!t.IsDefined() || !p.IsMap(t, "fleet.tls")) return;
+void ParseFleetTls(Parser& p, const YAML::Node& t, GatewayConfig& c) {
   p.CheckKeys(t, "fleet.tls", {"ca_file", "client_cert", "client_key", "insecure_skip_verify"});
   c.fleet_tls.ca_file = p.String(t, "ca_file", "fleet.tls", false);
   c.fleet_tls.client_cert = p.String(t, "client_cert", "fleet.tls", false);
@@ -494,10 +491,56 @@ void ParseFleet(Parser& p, const YAML::Node& f, GatewayConfig& c) {
   c.fleet_tls.insecure_skip_verify = p.Bool(t, "insecure_skip_verify", "fleet.tls");
 }
 
+// fleet: Redis' timeouts, heartbeat, probe lease, pool and TLS.
+void ParseFleet(Parser& p, const YAML::Node& f, GatewayConfig& c) {
+  const std::string fp = "fleet";
+  p.CheckKeys(f, fp,
+              {"connect_timeout", "command_timeout", "heartbeat", "down_for", "probe_lease",
+               "pool_size", "tls"});
+  if (const YAML::Node t = f["tls"]; t.IsDefined() && p.IsMap(t, "fleet.tls")) {
+    ParseFleetTls(p, t, c);
+  }
+  if (auto d = p.DurationValue(f, "connect_timeout", fp)) c.fleet.connect_timeout = *d;
+  if (auto d = p.DurationValue(f, "command_timeout", fp)) c.fleet.command_timeout = *d;
+  if (auto d = p.DurationValue(f, "heartbeat", fp)) c.fleet.heartbeat = *d;
+  if (auto d = p.DurationValue(f, "down_for", fp)) c.fleet.down_for = *d;
+  if (auto d = p.DurationValue(f, "probe_lease", fp)) c.fleet.probe_lease = *d;
+  if (auto v = p.Integer(f, "pool_size", fp, 1, 4096)) c.fleet.pool_size = static_cast<int>(*v);
+}
+
+// Readiness: strict_ready, or the former fail_open_ready (its negation).
+void ParseReadiness(Parser& p, const YAML::Node& root, GatewayConfig& c) {
+  const std::optional<bool> strict = p.Bool(root, "strict_ready", "");
+  const std::optional<bool> fail_open = p.Bool(root, "fail_open_ready", "");
+  if (strict && fail_open && *strict == *fail_open) {
+    p.Error(root["fail_open_ready"], "fail_open_ready",
+            "contradicts strict_ready (fail_open_ready is its former, negated spelling; keep "
+            "strict_ready alone)");
+  }
+  if (strict) {
+    c.strict_ready = *strict;
+  } else if (fail_open) {
+    c.strict_ready = !*fail_open;
+  }
+}
+
+// A probe lease no longer than a route's deadline would let a second
+// instance probe while the first one's probe still runs.
+void CheckProbeLease(Parser& p, const YAML::Node& root, const GatewayConfig& c) {
+  if (!c.fleet.probe_lease) return;
+  const Duration longest = LongestRouteDeadline(c);
+  if (*c.fleet.probe_lease <= longest) {
+    p.Error(root["fleet"]["probe_lease"], "fleet.probe_lease",
+            "must be longer than the longest route deadline (" + FormatDuration(longest) +
+                "), got " + FormatDuration(*c.fleet.probe_lease) +
+                ": a probe that takes its whole deadline would let another instance probe too");
+  }
+}
+
 void ParseTop(Parser& p, const YAML::Node& root, GatewayConfig& c) {
   p.CheckKeys(root, "",
-              {"listen", "instance", "io_threads", "workers", "redis", "fleet", "fail_open_ready",
-               "limits", "admin", "cache", "breakers", "upstreams", "routes"});
+              {"listen", "instance", "io_threads", "workers", "redis", "fleet", "strict_ready",
+               "fail_open_ready", "limits", "admin", "cache", "breakers", "upstreams", "routes"});
   if (auto l = p.String(root, "listen", "", false)) {
     if (Status s = ParseListen(*l, c.listen_host, c.listen_port); !s.ok()) {
       p.Error(root["listen"], "listen", s.message());
@@ -507,7 +550,7 @@ void ParseTop(Parser& p, const YAML::Node& root, GatewayConfig& c) {
   if (auto v = p.Integer(root, "io_threads", "", 1, 256)) c.io_threads = static_cast<int>(*v);
   if (auto v = p.Integer(root, "workers", "", 1, 4096)) c.workers = static_cast<int>(*v);
   if (auto v = p.String(root, "redis", "", false)) c.redis_url = *v;
-  if (auto v = p.Bool(root, "fail_open_ready", "")) c.fail_open_ready = *v;
+  ParseReadiness(p, root, c);
   if (const YAML::Node f = root["fleet"]; f.IsDefined() && p.IsMap(f, "fleet")) {
     ParseFleet(p, f, c);
   }
@@ -540,6 +583,7 @@ void ParseTop(Parser& p, const YAML::Node& root, GatewayConfig& c) {
   } else {
     ParseRoutes(p, routes, c);
   }
+  CheckProbeLease(p, root, c);
 }
 
 }  // namespace
@@ -615,6 +659,27 @@ Result<GatewayConfig> ParseGatewayConfig(std::string_view text, std::string_view
     return Status::InvalidArgument(all);
   }
   return config;
+}
+
+Duration LongestRouteDeadline(const GatewayConfig& config) {
+  Duration longest = Duration::zero();
+  for (const RouteConfig& r : config.routes) {
+    Duration d = r.timeout;
+    if (d <= Duration::zero() && r.upstream < config.upstreams.size()) {
+      d = config.upstreams[r.upstream].request_timeout;
+    }
+    longest = std::max(longest, d);
+  }
+  return longest;
+}
+
+Duration ProbeLeaseDefault(const GatewayConfig& config) {
+  return std::max<Duration>(std::chrono::seconds(30),
+                            LongestRouteDeadline(config) + std::chrono::seconds(5));
+}
+
+Duration ProbeLease(const GatewayConfig& config) {
+  return config.fleet.probe_lease ? *config.fleet.probe_lease : ProbeLeaseDefault(config);
 }
 
 Result<GatewayConfig> LoadGatewayConfig(const std::string& path, const GetEnv& getenv) {

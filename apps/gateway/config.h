@@ -140,6 +140,31 @@ struct FleetTlsConfig {
   std::optional<bool> insecure_skip_verify;
 };
 
+// fleet: how the gateway talks to Redis (docs/gateway.md, "The fleet").
+struct FleetConfig {
+  // Bound the TCP connect (and handshake) and each command's read and write.
+  // Unset: the Redis URL's ?connect_timeout= and ?timeout=, else 500 ms and
+  // 250 ms. The URL's query wins over these (it is often given per
+  // deployment, with --redis).
+  std::optional<Duration> connect_timeout;
+  std::optional<Duration> command_timeout;
+  // The subscriber PINGs after this long without a message: the bound on how
+  // late a lost connection is noticed. Default: 1 s.
+  Duration heartbeat = std::chrono::seconds(1);
+  // After 3 failed commands in a row, Redis is left alone this long
+  // (fail-open) before one command tries again. Default: 5 s.
+  Duration down_for = std::chrono::seconds(5);
+  // How long a probe lease lasts (CircuitBreakerConfig::shared_probe_lease).
+  // Unset: ProbeLeaseDefault(). Set: must be longer than every route's
+  // deadline (else refused): a slow probe must not let a second instance
+  // probe at the same time.
+  std::optional<Duration> probe_lease;
+  // Redis connections of the snapshot store's pool and of the shared state's
+  // pool for blocking calls (reads, probe leases). 0: `workers` (every
+  // worker can hold one).
+  int pool_size = 0;
+};
+
 struct GatewayConfig {
   // Where the file was read from, for messages.
   std::string source;
@@ -151,7 +176,11 @@ struct GatewayConfig {
   int workers = 16;
   std::string redis_url;
   FleetTlsConfig fleet_tls;
-  bool fail_open_ready = false;
+  // While Redis is unreachable: false (default), /readyz stays 200 and says
+  // "degraded" (every instance still serves, fail-open); true, 503.
+  // `fail_open_ready: false` (the former setting) means strict_ready: true.
+  bool strict_ready = false;
+  FleetConfig fleet;
   LimitsConfig limits;
   std::optional<AdminConfig> admin;
   // The in-process snapshot tier (alone, or in front of Redis).
@@ -161,6 +190,18 @@ struct GatewayConfig {
   std::vector<UpstreamConfig> upstreams;
   std::vector<RouteConfig> routes;
 };
+
+// The longest deadline of any route (its timeout, else its upstream's
+// request_timeout); zero without routes.
+Duration LongestRouteDeadline(const GatewayConfig& config);
+
+// The probe lease used when fleet.probe_lease is unset: the longer of 30 s
+// and the longest route deadline plus 5 s, so that a probe that takes its
+// whole deadline still holds the lease when it reports.
+Duration ProbeLeaseDefault(const GatewayConfig& config);
+
+// The probe lease in force: fleet.probe_lease, else ProbeLeaseDefault().
+Duration ProbeLease(const GatewayConfig& config);
 
 // Parses "HOST:PORT" ("[::1]:8080" for IPv6). kInvalidArgument naming the
 // problem.

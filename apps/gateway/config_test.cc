@@ -69,7 +69,7 @@ TEST(GatewayConfig, LoadsEveryField) {
   EXPECT_EQ(c->io_threads, 4);
   EXPECT_EQ(c->workers, 32);
   EXPECT_EQ(c->redis_url, "redis://127.0.0.1:6379/0");
-  EXPECT_TRUE(c->fail_open_ready);
+  EXPECT_FALSE(c->strict_ready);
   EXPECT_EQ(c->limits.max_body_bytes, 4096u);
   EXPECT_EQ(c->limits.read_timeout, std::chrono::seconds(5));
   ASSERT_TRUE(c->admin.has_value());
@@ -140,6 +140,70 @@ TEST(GatewayConfig, BoundsIncludeTheirLimitsAndQuotaWaitsRoundUp) {
   ASSERT_TRUE(c->routes[0].cache.has_value());
   EXPECT_EQ(c->routes[0].cache->max_stale, std::chrono::seconds(30));
   EXPECT_EQ(c->routes[0].cache->fresh_for, std::chrono::seconds(30));
+}
+
+// fleet: every setting, its default, and the probe lease's rule (refused,
+// not raised, when it is not longer than the longest route deadline: 2s in
+// kGood, the upstream's 10s default request_timeout unused there).
+TEST(GatewayConfig, FleetSettingsAndTheProbeLeaseRule) {
+  Result<GatewayConfig> defaults = ParseGatewayConfig(kGood, "gw.yaml", Env("tok"));
+  ASSERT_TRUE(defaults.has_value()) << defaults.error();
+  EXPECT_FALSE(defaults->fleet.connect_timeout.has_value());
+  EXPECT_FALSE(defaults->fleet.command_timeout.has_value());
+  EXPECT_EQ(defaults->fleet.heartbeat, std::chrono::seconds(1));
+  EXPECT_EQ(defaults->fleet.down_for, std::chrono::seconds(5));
+  EXPECT_EQ(defaults->fleet.pool_size, 0);
+  EXPECT_EQ(LongestRouteDeadline(*defaults), std::chrono::seconds(2));
+  EXPECT_EQ(ProbeLease(*defaults), std::chrono::seconds(30)) << "at least 30 s";
+
+  std::string text = kGood;
+  text.replace(text.find("fail_open_ready: true\n"), 22, "");
+  text +=
+      "fleet:\n  connect_timeout: 2s\n  command_timeout: 80ms\n  heartbeat: 200ms\n"
+      "  down_for: 1s\n  probe_lease: 3s\n  pool_size: 3\nstrict_ready: true\n";
+  Result<GatewayConfig> c = ParseGatewayConfig(text, "gw.yaml", Env("tok"));
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->fleet.connect_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(c->fleet.command_timeout, std::chrono::milliseconds(80));
+  EXPECT_EQ(c->fleet.heartbeat, std::chrono::milliseconds(200));
+  EXPECT_EQ(c->fleet.down_for, std::chrono::seconds(1));
+  EXPECT_EQ(ProbeLease(*c), std::chrono::seconds(3));
+  EXPECT_EQ(c->fleet.pool_size, 3);
+  EXPECT_TRUE(c->strict_ready);
+
+  // A route deadline of 60 s raises the default lease past it.
+  std::string slow = kGood;
+  slow.replace(slow.find("    timeout: 2s\n"), 16, "    timeout: 60s\n");
+  Result<GatewayConfig> s = ParseGatewayConfig(slow, "gw.yaml", Env("tok"));
+  ASSERT_TRUE(s.has_value()) << s.error();
+  EXPECT_EQ(ProbeLease(*s), std::chrono::seconds(65));
+
+  // Equal to the deadline: refused, naming both.
+  Result<GatewayConfig> short_lease =
+      ParseGatewayConfig(std::string(kGood) + "fleet:\n  probe_lease: 2s\n", "gw.yaml", Env("tok"));
+  ASSERT_FALSE(short_lease.has_value());
+  EXPECT_THAT(std::string(short_lease.error().message()),
+              HasSubstr("fleet.probe_lease: must be longer than the longest route deadline (2s)"));
+
+  // The former spelling still means what it meant; both at odds are refused.
+  std::string former = kGood;
+  former.replace(former.find("fail_open_ready: true"), 21, "fail_open_ready: false");
+  Result<GatewayConfig> f = ParseGatewayConfig(former, "gw.yaml", Env("tok"));
+  ASSERT_TRUE(f.has_value()) << f.error();
+  EXPECT_TRUE(f->strict_ready);
+  Result<GatewayConfig> both =
+      ParseGatewayConfig(std::string(kGood) + "strict_ready: false\n", "gw.yaml", Env("tok"));
+  EXPECT_TRUE(both.has_value()) << "fail_open_ready: true is strict_ready: false";
+  Result<GatewayConfig> odds =
+      ParseGatewayConfig(std::string(kGood) + "strict_ready: true\n", "gw.yaml", Env("tok"));
+  ASSERT_FALSE(odds.has_value());
+  EXPECT_THAT(std::string(odds.error().message()), HasSubstr("contradicts strict_ready"));
+
+  for (const char* bad : {"  pool_size: 0\n", "  heartbeat: 0s\n", "  bogus: 1\n"}) {
+    Result<GatewayConfig> b =
+        ParseGatewayConfig(std::string(kGood) + "fleet:\n" + bad, "gw.yaml", Env("tok"));
+    EXPECT_FALSE(b.has_value()) << bad;
+  }
 }
 
 TEST(GatewayConfig, ErrorsNameFileLineColumnAndKey) {

@@ -106,6 +106,11 @@ tr.state-disabled td.state, tr.state-forced_closed td.state { color: #555; font-
 <thead><tr><th>circuit</th><th>state</th><th>failure rate</th><th>retry at</th></tr></thead>
 <tbody id="circuits"></tbody>
 </table>
+<h2>Fleet <span class="muted">(every OPEN circuit and override in Redis; <span id="fleet-note"></span>)</span></h2>
+<table>
+<thead><tr><th>circuit</th><th>state</th><th>time left</th><th>override</th><th>here</th></tr></thead>
+<tbody id="fleet"></tbody>
+</table>
 <h2>Recent transitions</h2>
 <ol id="transitions" reversed></ol>
 <script>
@@ -138,6 +143,29 @@ function renderCircuits(circuits) {
   }
   circuitsEl.replaceChildren(...rows);
 }
+function renderFleet(fleet) {
+  const note = document.getElementById("fleet-note");
+  if (fleet === null || fleet === undefined) { note.textContent = "not shared or not read yet"; return; }
+  if (fleet.error) { note.textContent = "unavailable: " + fleet.error; return; }
+  note.textContent = fleet.truncated ? "first " + fleet.max_entries + " only" : "complete";
+  const rows = [];
+  for (const c of fleet.circuits) {
+    const tr = document.createElement("tr");
+    const state = c.override ? c.override.state.toLowerCase() : c.state;
+    tr.className = "fleet-circuit state-" + state;
+    tr.dataset.name = c.name;
+    tr.dataset.state = state;
+    tr.dataset.here = c.here ? "yes" : "no";
+    cell(tr, "name", c.name);
+    cell(tr, "state", state);
+    const left = c.override ? c.override.expires_in_ms : c.remaining_ms;
+    cell(tr, "time-left", left === null ? "until lifted" : Math.ceil(left / 1000) + " s");
+    cell(tr, "override", c.override ? c.override.actor + ": " + c.override.reason : "");
+    cell(tr, "here", c.here ? "yes" : "no");
+    rows.push(tr);
+  }
+  document.getElementById("fleet").replaceChildren(...rows);
+}
 function addTransition(t) {
   if (transitionsEl.querySelector('li[data-seq="' + t.seq + '"]')) return;
   const li = document.createElement("li");
@@ -162,6 +190,7 @@ source.addEventListener("snapshot", (e) => {
   insecureEl.textContent = insecure.length === 0 ? "" : "WARNING: TLS certificates are NOT verified " +
       "for upstream " + insecure.join(", ") + " (insecure_skip_verify): anyone on the path can " +
       "impersonate it.";
+  renderFleet(s.fleet);
   for (const t of s.transitions) addTransition(t);
   connectionEl.dataset.state = "live";
   connectionEl.textContent = "live";

@@ -151,6 +151,9 @@ struct ServerContext {
   std::function<void(std::string_view what)> internal_error;
   // GatewayOptions::before_handling_for_testing.
   std::function<void(std::string_view target, bool worker)> before_handling;
+  // The fleet's last listing for the dashboard (a JSON object), "null"
+  // before the first; refreshed on a worker while a dashboard is open.
+  std::function<std::string()> fleet_json;
 };
 
 std::string SnapshotEvent(const ServerContext& ctx) {
@@ -161,7 +164,7 @@ std::string SnapshotEvent(const ServerContext& ctx) {
          ",\"transitions\":" + ctx.feed->RecentJson() + ",\"insecure_upstreams\":" +
          nlohmann::json(InsecureUpstreams(*ctx.config))
              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-         "}\n\n";
+         ",\"fleet\":" + (ctx.fleet_json ? ctx.fleet_json() : std::string("null")) + "}\n\n";
 }
 
 // One client connection: HTTP/1.1 keep-alive, or an SSE stream once it asks
@@ -607,6 +610,8 @@ class Session : public std::enable_shared_from_this<Session> {
 struct FleetLink {
   std::shared_ptr<SharedState> shared_state;
   std::function<bool()> healthy;
+  // Handler::Deps::fleet.
+  std::function<Result<FleetEntries>(Duration budget)> list;
 };
 
 }  // namespace
@@ -785,10 +790,40 @@ struct Gateway::Impl {
       if (ec || table->draining.load()) return;
       bool any = false;
       for (const std::shared_ptr<Session>& s : table->All()) any = any || s->is_sse();
-      if (any) Broadcast(SnapshotEvent(ctx));
+      if (any) {
+        RefreshFleet();
+        Broadcast(SnapshotEvent(ctx));
+      }
       Tick();
     });
   }
+
+  // The dashboard's view of the fleet: read from Redis on a worker (it may
+  // block for Handler::kFleetBudget), never on this loop, one read at a time;
+  // the next tick's snapshot carries it.
+  void RefreshFleet() {
+    if (!fleet_listed || fleet_refreshing.exchange(true)) return;
+    asio::post(*workers, [this] {
+      Result<std::string> got = handler->FleetJson();
+      {
+        internal::MutexLock lock(&fleet_mu);
+        fleet_last = got ? *got
+                         : "{\"error\":" +
+                               nlohmann::json(std::string(got.error().message()))
+                                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                               "}";
+      }
+      fleet_refreshing.store(false);
+    });
+  }
+  std::string FleetLast() FUSEBOX_EXCLUDES(fleet_mu) {
+    internal::MutexLock lock(&fleet_mu);
+    return fleet_last;
+  }
+  bool fleet_listed = false;
+  std::atomic<bool> fleet_refreshing{false};
+  internal::Mutex fleet_mu;
+  std::string fleet_last FUSEBOX_GUARDED_BY(fleet_mu) = "null";
 
   // Gateway::Create's steps, in order (each defined below, with what it does).
   Status OpenTls();
@@ -965,11 +1000,29 @@ Result<FleetLink> Gateway::Impl::OpenRedis() {
   Result<redis::ConnectionOptions> conn = redis::ParseRedisUrl(config.redis_url);
   if (!conn) return Status::InvalidArgument("redis: " + std::string(conn.error().message()));
   ApplyFleetTls(config.fleet_tls, *conn);
-  if (Status s = conn->Validate(); !s.ok()) {
-    return Status::InvalidArgument("redis (with fleet.tls): " + std::string(s.message()));
+  // fleet.*, unless the URL's query set the timeout itself.
+  const std::string_view query = [&]() -> std::string_view {
+    const std::size_t q = config.redis_url.find('?');
+    return q == std::string::npos ? std::string_view()
+                                  : std::string_view(config.redis_url).substr(q);
+  }();
+  if (config.fleet.connect_timeout && query.find("connect_timeout=") == std::string_view::npos) {
+    conn->connect_timeout = *config.fleet.connect_timeout;
   }
+  if (config.fleet.command_timeout && query.find("?timeout=") == std::string_view::npos &&
+      query.find("&timeout=") == std::string_view::npos) {
+    conn->command_timeout = *config.fleet.command_timeout;
+  }
+  if (Status s = conn->Validate(); !s.ok()) {
+    return Status::InvalidArgument("redis (with fleet): " + std::string(s.message()));
+  }
+  const int pool = config.fleet.pool_size > 0 ? config.fleet.pool_size : config.workers;
   Result<std::shared_ptr<redis::RedisSharedState>> state = redis::RedisSharedState::Create(
-      {.connection = *conn, .on_event = [watch = fleet_watch](const redis::SharedStateEvent& e) {
+      {.connection = *conn,
+       .heartbeat = config.fleet.heartbeat,
+       .down_for = config.fleet.down_for,
+       .sync_connections = pool,
+       .on_event = [watch = fleet_watch](const redis::SharedStateEvent& e) {
          watch->LogStoreEvent(redis::SharedStateEventKindName(e.kind), e.detail, e.recovered);
        }});
   if (!state) return state.error();
@@ -989,7 +1042,7 @@ Result<FleetLink> Gateway::Impl::OpenRedis() {
   Result<std::unique_ptr<redis::RedisSnapshotStore>> remote = redis::RedisSnapshotStore::Create(
       {.connection = *conn,
        .max_age = std::chrono::ceil<std::chrono::milliseconds>(max_stale),
-       .connections = config.workers,
+       .connections = pool,
        .max_waiters = config.workers * 4});
   if (!remote) return remote.error();
   redis_store = std::move(*remote);
@@ -1003,8 +1056,21 @@ Result<FleetLink> Gateway::Impl::OpenRedis() {
   store_metrics = [this] { return StoreMetrics() + fleet_watch->Metrics(redis_state->health()); };
   *log << "fusebox gateway: sharing circuits and snapshots through " << conn->Describe()
        << std::endl;
-  return FleetLink{.shared_state = redis_state,
-                   .healthy = [state = redis_state] { return state->healthy(); }};
+  return FleetLink{
+      .shared_state = redis_state,
+      .healthy = [state = redis_state] { return state->healthy(); },
+      .list = [state = redis_state](Duration budget) -> Result<FleetEntries> {
+        Result<redis::FleetListing> got = state->ListFleet(Handler::kMaxFleetEntries, budget);
+        if (!got) return got.error();
+        FleetEntries out{.entries = {}, .truncated = got->truncated};
+        for (redis::FleetCircuit& c : got->circuits) {
+          out.entries.push_back({.circuit = std::move(c.circuit),
+                                 .state = std::string(redis::ReadStateName(c.view.state)),
+                                 .remaining = c.view.remaining,
+                                 .override_in_force = std::move(c.view.override_in_force)});
+        }
+        return out;
+      }};
 }
 #endif
 
@@ -1049,6 +1115,8 @@ Status Gateway::Impl::MakeRegistry(const FleetLink& fleet) {
   CircuitBreakerConfig quota = QuotaTemplate(config.breakers);
   transient.shared_state = fleet.shared_state;
   quota.shared_state = fleet.shared_state;
+  transient.shared_probe_lease = ProbeLease(config);
+  quota.shared_probe_lease = ProbeLease(config);
   if (Status s = registry->AddConfig(std::string(meta::kTransientConfigName), transient); !s.ok()) {
     return s;
   }
@@ -1138,6 +1206,7 @@ void Gateway::Impl::MakeHandler(const FleetLink& fleet,
                     .circuits_may_block = !config.redis_url.empty(),
                     .loops = loops,
                     .on_internal_error = [this](std::string_view what) { InternalError(what); },
+                    .fleet = fleet.list,
                     .more_metrics = [this](std::string& out) { AppendMetrics(out); }});
   workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(config.workers));
   ctx = ServerContext{.config = &config,
@@ -1147,7 +1216,9 @@ void Gateway::Impl::MakeHandler(const FleetLink& fleet,
                       .table = table,
                       .instance = instance,
                       .internal_error = [this](std::string_view what) { InternalError(what); },
-                      .before_handling = std::move(before_handling)};
+                      .before_handling = std::move(before_handling),
+                      .fleet_json = [this] { return FleetLast(); }};
+  fleet_listed = fleet.list != nullptr;
   table->on_empty_while_draining = [this] { asio::post(control, [this] { grace.cancel(); }); };
 }
 

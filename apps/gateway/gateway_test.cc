@@ -362,6 +362,49 @@ TEST_F(GatewayTest, RateLimitServesTheStaleSnapshotMarkedPerRfc9211) {
   EXPECT_EQ(InsightsCalls(), 1);
 }
 
+// RFC 9211: ttl is the freshness lifetime minus the age, negative once stale,
+// and Age says the same in whole seconds: 0.4 s past a 60 s lifetime is
+// Age 61 and ttl=-1 (it was Age 60 and ttl=0, a stale answer that looked
+// fresh). A fresh copy 59.6 s old is Age 59, ttl=1.
+TEST_F(GatewayTest, CacheStatusTtlAndAgeAgreeOnAStaleAnswer) {
+  ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/insights", {Ok("[1]"), {.drop = true}}}).ok());
+  ASSERT_EQ(Get(kInsights).status, 200);
+  clock_.Advance(std::chrono::milliseconds(59600));
+  HttpReply fresh = Get(kInsights);
+  EXPECT_EQ(fresh.Header("Cache-Status"), "fusebox; hit; ttl=1");
+  EXPECT_EQ(fresh.Header("Age"), "59");
+  clock_.Advance(std::chrono::milliseconds(800));  // 60.4 s: stale
+  HttpReply stale = Get(kInsights);
+  EXPECT_EQ(stale.status, 200);
+  EXPECT_EQ(stale.Header("Cache-Status"), "fusebox; fwd=stale; ttl=-1; detail=stale-if-error");
+  EXPECT_EQ(stale.Header("Age"), "61");
+  EXPECT_EQ(Body(stale)["age_seconds"], 61);
+}
+
+// An operator's force-open answers as itself: 503 CIRCUIT_FORCED_OPEN with
+// the override's reason, actor and expiry, not "the transient circuit is
+// open" (502 CONN_003).
+TEST_F(GatewayTest, AForcedOpenKeyAnswersAsForcedOpen) {
+  const std::vector<std::pair<std::string, std::string>> auth = {
+      {"Authorization", std::string("Bearer ") + kToken}};
+  ASSERT_EQ(Post("/admin/circuits/provider:instagram:read:321/force-open",
+                 R"({"reason":"incident 7","actor":"dana","expires_in":"90s"})", auth)
+                .status,
+            200);
+  clock_.Advance(std::chrono::seconds(30));
+  HttpReply r = Get("/v1/instagram/accounts/321/media");
+  EXPECT_EQ(r.status, 503) << r.body;
+  const Json e = Body(r)["error"];
+  EXPECT_EQ(e["code"], "CIRCUIT_FORCED_OPEN");
+  EXPECT_EQ(e["reason"], "incident 7");
+  EXPECT_EQ(e["actor"], "dana");
+  EXPECT_EQ(e["expires_in_ms"], 60000);
+  EXPECT_EQ(e["circuit_open"], true);
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("incident 7"));
+  EXPECT_EQ(r.Header("Retry-After"), "60");
+  EXPECT_EQ(upstream_->TotalCalls(), 0);
+}
+
 TEST_F(GatewayTest, TransientFailureIs502OrStale) {
   ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/media", {{.status = 503}}}).ok());
   HttpReply r = Get("/v1/instagram/accounts/178/media");
@@ -559,7 +602,8 @@ TEST_F(GatewayTest, HealthAndReadiness) {
   EXPECT_EQ(h.status, 200);
   HttpReply ready = Get("/readyz");
   EXPECT_EQ(ready.status, 200);
-  EXPECT_EQ(Body(ready), Json::parse(R"({"ready":true,"redis":"none"})"));
+  EXPECT_EQ(Body(ready), Json::parse(R"({"ready":true,"degraded":false,"redis":"none"})"));
+  EXPECT_THAT(Get("/metrics").body, HasSubstr("\nfusebox_gateway_degraded 0\n"));
 }
 
 TEST_F(GatewayTest, BadRequestsGetClearErrors) {
@@ -614,7 +658,8 @@ TEST_F(GatewayTest, AdminForceOpenStopsCallsAndIsAudited) {
   EXPECT_EQ(listed[0]["circuit"], "quota");
   EXPECT_EQ(forced.body, Json({{"circuits", listed}}).dump());
   HttpReply refused = Get("/v1/instagram/accounts/178/media");
-  EXPECT_EQ(refused.status, 502);
+  EXPECT_EQ(refused.status, 503) << "forced open by an operator: not a transient 502";
+  EXPECT_EQ(Body(refused)["error"]["code"], "CIRCUIT_FORCED_OPEN");
   EXPECT_EQ(Body(refused)["error"]["circuit_open"], true);
   EXPECT_EQ(upstream_->TotalCalls(), 0);
 
@@ -1035,7 +1080,7 @@ routes: []
   const std::string second = client.ReadUntil("\r\n\r\n");
   EXPECT_THAT(second, ::testing::StartsWith("HTTP/1.1 200"));
   EXPECT_THAT(second, ::testing::Not(HasSubstr("Connection: close")));
-  EXPECT_EQ(client.ReadUntil("}"), R"({"ready":true,"redis":"none"})");
+  EXPECT_EQ(client.ReadUntil("}"), R"({"ready":true,"degraded":false,"redis":"none"})");
   // Then nothing: the keep-alive connection is closed after idle_timeout.
   EXPECT_EQ(client.ReadUntil("\r\n"), "<End of file>");
 }

@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "apps/gateway/admin.h"
+#include "apps/gateway/fleet_answers.h"
 #include "apps/gateway/tls_client.h"
 #include "fusebox/clock.h"
 #include "fusebox/config_names.h"
@@ -547,12 +548,11 @@ std::optional<Snapshot> Handler::LookUpSnapshot(const std::string& snap_key,
 
 HttpResponse Handler::FreshHit(CompiledRoute& route, std::string_view key, const Snapshot& snap) {
   Count(route, kFresh);
-  const seconds age = duration_cast<seconds>(snap.age);
-  const seconds ttl = duration_cast<seconds>(route.config->cache->fresh_for - snap.age);
+  const AgeAndTtl at = SnapshotAgeAndTtl(snap.age, route.config->cache->fresh_for);
   HttpResponse r;
-  r.body = Envelope(DataJson(snap.value), false, age, nullptr);
-  r.headers.emplace_back("Cache-Status", "fusebox; hit; ttl=" + std::to_string(ttl.count()));
-  r.headers.emplace_back("Age", std::to_string(age.count()));
+  r.body = Envelope(DataJson(snap.value), false, at.age, nullptr);
+  r.headers.emplace_back("Cache-Status", "fusebox; hit; ttl=" + std::to_string(at.ttl));
+  r.headers.emplace_back("Age", std::to_string(at.age.count()));
   return Finish(std::move(r), key);
 }
 
@@ -569,9 +569,9 @@ HttpResponse Handler::Failed(CompiledRoute& route, std::string_view key, const F
     const Duration age = snap->age + waited;
     if (age <= cache->max_stale) {
       Count(route, kStale);
-      const seconds age_s = duration_cast<seconds>(age);
-      const std::string ttl =
-          std::to_string(duration_cast<seconds>(cache->fresh_for - age).count());
+      const AgeAndTtl at = SnapshotAgeAndTtl(age, cache->fresh_for);
+      const seconds age_s = at.age;
+      const std::string ttl = std::to_string(at.ttl);
       HttpResponse r;
       r.body = Envelope(DataJson(snap->value), true, age_s, &f.error);
       std::string cs;
@@ -589,6 +589,12 @@ HttpResponse Handler::Failed(CompiledRoute& route, std::string_view key, const F
     }
   }
   Count(route, f.error.circuit_open ? kRejected : kError);
+  if (f.error.circuit_open) {
+    // An operator's FORCED_OPEN is not the transient circuit's OPEN.
+    if (std::optional<OverrideInfo> forced = ForcedOpenOverride(*deps_.registry, key)) {
+      return Finish(ForcedOpenResponse(*forced, key, deps_.registry->clock().Now()), key);
+    }
+  }
   return Finish(ErrorFor(f, key), key);
 }
 
@@ -826,6 +832,17 @@ std::string Handler::CircuitsJson() const {
   return Dump(out);
 }
 
+Result<std::string> Handler::FleetJson() const {
+  if (!deps_.fleet) return Status::Unavailable("this gateway shares no state (no redis)");
+  Result<FleetEntries> got = deps_.fleet(kFleetBudget);
+  if (!got) return got.error();
+  return FleetEntriesJson(*got, *deps_.registry);
+}
+
+bool Handler::degraded() const {
+  return deps_.shared_state_healthy != nullptr && !deps_.shared_state_healthy();
+}
+
 HttpResponse Handler::HandleAdmin(const HttpRequest& request, std::string_view path) {
   if (!deps_.config->admin) return ErrorResponse(404, "NOT_FOUND", "the admin API is not enabled");
   if (std::optional<HttpResponse> r = AdminUnauthorized(request, deps_.config->admin->token)) {
@@ -834,6 +851,19 @@ HttpResponse Handler::HandleAdmin(const HttpRequest& request, std::string_view p
   if (path == "/admin/circuits") {
     if (request.method != "GET") {
       return ErrorResponse(405, "METHOD_NOT_ALLOWED", "GET /admin/circuits");
+    }
+    std::string scope = "instance";
+    for (auto& [name, value] : ParseQuery(SplitTarget(request.target).query)) {
+      if (name == "scope") scope = value;
+    }
+    if (scope == "fleet") {
+      Result<std::string> fleet = FleetJson();
+      if (!fleet) return ErrorResponse(503, "FLEET_UNAVAILABLE", fleet.error().message());
+      return JsonResponse(200, "{\"instance\":" + JsonString(deps_.instance) +
+                                   ",\"scope\":\"fleet\"," + fleet->substr(1));
+    }
+    if (scope != "instance") {
+      return ErrorResponse(400, "BAD_REQUEST", "scope: expected instance or fleet");
     }
     return JsonResponse(200, "{\"instance\":" + JsonString(deps_.instance) +
                                  ",\"circuits\":" + CircuitsJson() + "}");
@@ -958,6 +988,11 @@ HttpResponse Handler::Metrics() const {
       "# TYPE fusebox_gateway_in_flight_requests gauge\n"
       "fusebox_gateway_in_flight_requests " +
       std::to_string(in_flight_->load()) + "\n";
+  out +=
+      "# HELP fusebox_gateway_degraded 1 while the fleet's shared state (Redis) is unreachable "
+      "and this instance serves on its own circuits (fail-open), else 0.\n"
+      "# TYPE fusebox_gateway_degraded gauge\nfusebox_gateway_degraded " +
+      std::string(degraded() ? "1" : "0") + "\n";
   if (deps_.more_metrics) deps_.more_metrics(out);
   return r;
 }
@@ -976,14 +1011,17 @@ HttpResponse Handler::Ready() const {
     return answer(503, R"({"ready":false,"reason":"shutting down"})");
   }
   if (deps_.shared_state_healthy) {
+    // Redis down is every instance's trouble at once: each still serves on
+    // its own circuits (fail-open), so by default each stays in its load
+    // balancer and says it is degraded; strict_ready turns them away.
     const bool healthy = deps_.shared_state_healthy();
-    if (!healthy && !deps_.config->fail_open_ready) {
-      return answer(503, R"({"ready":false,"reason":"redis unavailable"})");
+    if (!healthy && deps_.config->strict_ready) {
+      return answer(503, R"({"ready":false,"degraded":true,"reason":"redis unavailable"})");
     }
-    return answer(200, std::string(R"({"ready":true,"redis":)") +
-                           (healthy ? "\"healthy\"" : "\"fail-open\"") + "}");
+    return answer(200, std::string(R"({"ready":true,"degraded":)") + (healthy ? "false" : "true") +
+                           R"(,"redis":)" + (healthy ? "\"healthy\"" : "\"fail-open\"") + "}");
   }
-  return answer(200, R"({"ready":true,"redis":"none"})");
+  return answer(200, R"({"ready":true,"degraded":false,"redis":"none"})");
 }
 
 std::vector<std::string> InsecureUpstreams(const GatewayConfig& config) {

@@ -97,6 +97,23 @@ class DashboardFeed;
 // and the start's WARNING show them.
 std::vector<std::string> InsecureUpstreams(const GatewayConfig& config);
 
+// One circuit of the fleet as Redis holds it (/admin/circuits?scope=fleet).
+struct FleetEntry {
+  std::string circuit;
+  // "open" or "half_open" (a trip awaiting its probe), or "closed" when only
+  // an override is held.
+  std::string state;
+  // What is left of that state (OPEN time, or the grace for a probe).
+  Duration remaining = Duration::zero();
+  std::optional<SharedOverride> override_in_force;
+};
+
+struct FleetEntries {
+  std::vector<FleetEntry> entries;
+  // The cap or the scan's bound was reached: there may be more.
+  bool truncated = false;
+};
+
 class Handler {
  public:
   struct Deps {
@@ -124,6 +141,9 @@ class Handler {
     // (answered InternalErrorResponse()); the gateway counts and logs it.
     // Null: nothing.
     std::function<void(std::string_view what)> on_internal_error = nullptr;
+    // The fleet's OPEN circuits and overrides, read from Redis within the
+    // budget given (at most kMaxFleetEntries). Null without Redis.
+    std::function<Result<FleetEntries>(Duration budget)> fleet = nullptr;
     // Appends the server's own families (the accept loop's) to /metrics.
     // Null: none.
     std::function<void(std::string& out)> more_metrics = nullptr;
@@ -166,6 +186,21 @@ class Handler {
 
   // The circuits as JSON (an array), for the admin API and the dashboard.
   std::string CircuitsJson() const;
+
+  // Entries listed by /admin/circuits?scope=fleet at most (documented in
+  // docs/gateway.md): one read each; the walk ends after kFleetBudget.
+  static constexpr std::size_t kMaxFleetEntries = 1000;
+  static constexpr Duration kFleetBudget = std::chrono::seconds(5);
+
+  // {"circuits":[...],"truncated":...}: the fleet's OPEN circuits and active
+  // overrides as Redis holds them, each saying whether this instance has the
+  // breaker. kUnavailable without Redis or when it cannot answer. May block
+  // (for at most kFleetBudget): call it on a worker.
+  Result<std::string> FleetJson() const;
+
+  // Whether the fleet's shared state is unreachable while this instance
+  // serves on its own (fail-open): /readyz's "degraded".
+  bool degraded() const;
 
   void AwaitSingleFlightWaitersForTesting(std::string_view key, std::size_t n) {
     flight_.AwaitWaitersForTesting(key, n);

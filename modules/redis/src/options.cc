@@ -9,6 +9,8 @@
 #include <string>
 #include <system_error>
 
+#include "fusebox/config_names.h"
+
 namespace fusebox::redis {
 namespace {
 
@@ -76,9 +78,10 @@ std::optional<bool> ParseBool(std::string_view v) {
 // "key=value&key=value" into `options` (the TLS settings). Values are
 // percent-decoded; paths are not secrets and may be echoed.
 Status ApplyQuery(std::string_view query, bool tls, ConnectionOptions& options) {
-  bool seen[4] = {false, false, false, false};
-  constexpr std::string_view kKeys[4] = {"ca_file", "client_cert", "client_key",
-                                         "insecure_skip_verify"};
+  constexpr std::size_t kCount = 6;
+  constexpr std::string_view kKeys[kCount] = {
+      "ca_file", "client_cert", "client_key", "insecure_skip_verify", "connect_timeout", "timeout"};
+  bool seen[kCount] = {};
   while (!query.empty()) {
     const std::size_t amp = query.find('&');
     const std::string_view pair = query.substr(0, amp);
@@ -88,13 +91,28 @@ Status ApplyQuery(std::string_view query, bool tls, ConnectionOptions& options) 
     const std::string_view key = pair.substr(0, eq);
     if (eq == std::string_view::npos) return UrlError(ShownKey(key) + " has no '=value'");
     std::size_t index = 0;
-    while (index < 4 && kKeys[index] != key) ++index;
-    if (index == 4) {
+    while (index < kCount && kKeys[index] != key) ++index;
+    if (index == kCount) {
       return UrlError("unknown " + ShownKey(key) +
-                      " (known: ca_file, client_cert, client_key, insecure_skip_verify)");
+                      " (known: ca_file, client_cert, client_key, insecure_skip_verify, "
+                      "connect_timeout, timeout)");
     }
     if (seen[index]) return UrlError(ShownKey(key) + " is given twice");
     seen[index] = true;
+    if (index >= 4) {
+      // The two timeouts, as durations (ParseDuration's syntax); a value is
+      // echoed only for these (never a secret), and only its start.
+      const std::string_view value = pair.substr(eq + 1);
+      Result<Duration> d = ParseDuration(value);
+      if (!d || *d <= Duration::zero()) {
+        std::string shown;  // printable ASCII only: the URL is outside input
+        for (char c : value.substr(0, 32)) shown += (c >= 0x20 && c < 0x7f) ? c : '?';
+        return UrlError(ShownKey(key) + ": expected a positive duration such as 250ms, got \"" +
+                        shown + "\"");
+      }
+      (index == 4 ? options.connect_timeout : options.command_timeout) = *d;
+      continue;
+    }
     if (!tls) return UrlError(ShownKey(key) + " is a TLS setting: it needs rediss://");
     std::optional<std::string> value = PercentDecode(pair.substr(eq + 1));
     if (!value) return UrlError("malformed percent-encoding in " + ShownKey(key));

@@ -159,7 +159,10 @@ TEST(ParseRedisUrl, NamesWhatIsWrong) {
       {"redis://host:-1", "port is not a number"},
       {"redis://host/x", "database number"},
       {"redis://host/-1", "database number"},
-      {"redis://host?timeout=1", "unknown query parameter 'timeout'"},
+      {"redis://host?timeout=1", "positive duration such as 250ms, got \"1\""},
+      {"redis://host?timeout=0ms", "positive duration"},
+      {"redis://host?connect_timeout", "has no '=value'"},
+      {"redis://host?db=2", "unknown query parameter 'db'"},
       {"redis://:a?b@host", "must be percent-encoded"},
       {"redis://host#frag", "fragment"},
       {"redis://ho st", "host has a character"},
@@ -175,6 +178,22 @@ TEST(ParseRedisUrl, NamesWhatIsWrong) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.url;
     EXPECT_THAT(std::string(s.message()), HasSubstr(c.says)) << c.url;
   }
+}
+
+TEST(ParseRedisUrl, QuerySetsTheTimeouts) {
+  Result<ConnectionOptions> o =
+      ParseRedisUrl("redis://:pw@host:6380/2?connect_timeout=2s&timeout=40ms");
+  ASSERT_TRUE(o.has_value()) << o.error().message();
+  EXPECT_EQ(o->connect_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(o->command_timeout, std::chrono::milliseconds(40));
+  EXPECT_EQ(o->port, 6380);
+  EXPECT_EQ(o->db, 2);
+  EXPECT_EQ(o->password, "pw");
+  // One alone leaves the other at its default.
+  Result<ConnectionOptions> only = ParseRedisUrl("redis://host?timeout=1s");
+  ASSERT_TRUE(only.has_value());
+  EXPECT_EQ(only->command_timeout, std::chrono::seconds(1));
+  EXPECT_EQ(only->connect_timeout, ConnectionOptions{}.connect_timeout);
 }
 
 TEST(ParseRedisUrl, ErrorsNeverContainThePassword) {

@@ -413,9 +413,8 @@ void RedisSharedState::SubscriberLoop() {
       // heartbeat + command timeout; a dead one breaks here.
       silence = Duration::zero();
       counters_.pings.fetch_add(1, std::memory_order_relaxed);
-      if (Status p = sub_conn_->Ping(); !p.ok()) {
+      if (Status p = Heartbeat(); !p.ok()) {
         last_error_ = std::string(p.message());
-        client_->RecordFailure();
       } else {
         heard();
       }
@@ -426,6 +425,30 @@ void RedisSharedState::SubscriberLoop() {
     Deliver(**m);
   }
   subscribed_.store(false, std::memory_order_relaxed);
+}
+
+Status RedisSharedState::Heartbeat() {
+  // While the store's breaker is not closed, the PING asks it: once its wait
+  // has passed the PING is its trial command, and the answer closes it (or
+  // opens it again). Without this an idle instance, whose callers send
+  // nothing, would keep a breaker opened by a brief pause open for good, and
+  // be reported degraded for good. A PING the breaker refuses still proves
+  // the connection alive, and its failure counts as before.
+  if (client_->gate().state() != State::kClosed) {
+    const std::int64_t refused = client_->counters().refused.load(std::memory_order_relaxed);
+    Result<bool> r = client_->RunOn<bool>(sub_conn_, [](Connection& c) -> Result<bool> {
+      if (Status s = c.Ping(); !s.ok()) return s;
+      return true;
+    });
+    // Not refused: the breaker recorded the answer. (Only this thread runs
+    // heartbeats; a caller refused meanwhile only makes this PING twice.)
+    if (client_->counters().refused.load(std::memory_order_relaxed) == refused) {
+      return r.has_value() ? Status() : r.error();
+    }
+  }
+  Status p = sub_conn_->Ping();
+  if (!p.ok()) client_->RecordFailure();
+  return p;
 }
 
 void RedisSharedState::Deliver(const PubSubMessage& message) {

@@ -109,8 +109,10 @@ struct ConnectionOptions {
 //   insecure_skip_verify (true/false/1/0). Any other key, a key given twice,
 //   or a TLS key on "redis://" is an error naming the key; so is a fragment.
 //   A '?' or '#' in a password must be percent-encoded.
-// The timeouts and keepalive keep their defaults. Files are not read here:
-// Validate() checks them.
+// - On either scheme the query may set connect_timeout and timeout (the
+//   command timeout), each a positive duration such as 250ms or 2s.
+// What the query leaves out keeps its default, as does keepalive. Files are
+// not read here: Validate() checks them.
 //
 // Errors are kInvalidArgument and say which part is wrong. They never contain
 // the password, not even part of it.

@@ -152,6 +152,22 @@ struct SharedStateStats {
   std::int64_t auth_failures = 0;
 };
 
+// One circuit as Redis holds it (RedisSharedState::ListFleet()).
+struct FleetCircuit {
+  // The circuit id (a breaker's name).
+  std::string circuit;
+  // Its state, the time left of it, and the override in force.
+  ReadResult view;
+};
+
+struct FleetListing {
+  // By circuit id.
+  std::vector<FleetCircuit> circuits;
+  // True when the cap or the scan's bound was reached before Redis had been
+  // scanned whole: more circuits may be OPEN or overridden.
+  bool truncated = false;
+};
+
 class RedisSharedState final : public SharedState {
  public:
   // Validates the options and starts the background threads. Does not need
@@ -181,6 +197,17 @@ class RedisSharedState final : public SharedState {
   // Waits until the background thread has sent every trip, close and release
   // queued so far (or dropped them). For tests and orderly shutdown.
   void Flush();
+  // Every circuit Redis knows to be OPEN or recovering (a trip key) or
+  // under an override, whichever instance made it so: SCAN ... COUNT 512 over
+  // this store's prefix, then one read per circuit found, at most
+  // `max_circuits` (<= kMaxFleetCircuits) circuits and kMaxFleetScanSteps
+  // SCAN calls, through the store's breaker on a pooled connection. Each
+  // command is bounded by the command timeout; the walk ends at `budget`,
+  // answering what it read by then (truncated). kUnavailable or kTimeout when
+  // Redis cannot answer.
+  static constexpr std::size_t kMaxFleetCircuits = 1000;
+  static constexpr int kMaxFleetScanSteps = 200;
+  Result<FleetListing> ListFleet(std::size_t max_circuits, Duration budget);
   // The store's own breaker (its state, metrics, listeners).
   CircuitBreaker& store_breaker();
 
@@ -209,6 +236,9 @@ class RedisSharedState final : public SharedState {
   // (subscriber thread only).
   void ReportHealth();
   void Emit(SharedStateEvent::Kind kind, std::string detail, bool recovered = false);
+  // The subscriber's PING after a silence (through the store's breaker while
+  // it is not closed, so that its answer can close it). Not ok: no answer.
+  Status Heartbeat();
   void Deliver(const PubSubMessage& message);
   void ResyncAll(std::string_view why);
   // Pauses the calling background thread for about `d`, or until Stop.

@@ -293,7 +293,7 @@ Pipeline::Attempt<internal::PolicyReturn<F>> Pipeline::RunAttempt(F& fn) {
   if (timeout_ != nullptr) {
     Timeout::Watch watch = timeout_->Start(precise_);
     internal::PolicyReturn<F> r = internal::InvokeWithToken(fn, watch.token());
-    if (watch.Finish()) return {Timeout::TimedOut(), watch.elapsed()};
+    if (watch.Finish(internal::StatusOf(r))) return {Timeout::TimedOut(), watch.elapsed()};
     return {std::move(r), watch.elapsed()};
   }
   if (breaker_ == nullptr) return {internal::InvokePlain(fn), Duration::zero()};

@@ -136,9 +136,9 @@ Status ToStatus(const Classification& c, TimePoint now) {
       return s;
     }
     case Kind::kTransient:
-      return Status(c.transport == Transport::kDeadline ? StatusCode::kTimeout
-                                                        : StatusCode::kUnavailable,
-                    std::move(message));
+      return Status(
+          c.transport == Transport::kDeadline ? StatusCode::kTimeout : StatusCode::kUnavailable,
+          std::move(message));
     case Kind::kAuthorization:
       return Status(c.status == 401 ? StatusCode::kUnauthenticated : StatusCode::kPermissionDenied,
                     std::move(message));

@@ -1,9 +1,9 @@
 #include "fusebox/http/classify.h"
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <optional>
-
-#include <gtest/gtest.h>
 
 #include "fusebox/http/retry_after.h"
 
@@ -62,14 +62,16 @@ TEST(HttpClassify, HttpDateRetryAfterUsesDateElseNow) {
   const Response no_date{.status = 503, .retry_after = "Tue, 04 Nov 2025 10:00:40 GMT"};
   EXPECT_EQ(Classify(no_date).kind, Kind::kTransient) << "no reference: unusable";
   EXPECT_EQ(Classify(no_date, rules).retry_after, seconds(10));
-  const Response bad_date{.status = 503, .retry_after = "Tue, 04 Nov 2025 10:00:40 GMT",
-                          .date = "yesterday"};
+  const Response bad_date{
+      .status = 503, .retry_after = "Tue, 04 Nov 2025 10:00:40 GMT", .date = "yesterday"};
   EXPECT_EQ(Classify(bad_date, rules).retry_after, seconds(10)) << "bad Date: falls back to now";
 }
 
 TEST(HttpClassify, EveryStatusRuleIsOverridable) {
   Rules rules;
-  rules.statuses = {{404, Kind::kSuccess}, {409, Kind::kTransient}, {200, Kind::kInvalid},
+  rules.statuses = {{404, Kind::kSuccess},
+                    {409, Kind::kTransient},
+                    {200, Kind::kInvalid},
                     {500, Kind::kRateLimit}};
   EXPECT_EQ(Classify({.status = 404}, rules).kind, Kind::kSuccess);
   EXPECT_EQ(Classify({.status = 409}, rules).kind, Kind::kTransient);
@@ -82,8 +84,8 @@ TEST(HttpClassify, EveryStatusRuleIsOverridable) {
 }
 
 TEST(HttpClassify, TransportFailuresAreTransientByDefaultAndOverridable) {
-  for (Transport t : {Transport::kConnect, Transport::kReset, Transport::kDeadline,
-                      Transport::kOther}) {
+  for (Transport t :
+       {Transport::kConnect, Transport::kReset, Transport::kDeadline, Transport::kOther}) {
     EXPECT_EQ(ClassifyTransport(t).kind, Kind::kTransient) << TransportName(t);
   }
   EXPECT_EQ(ClassifyTransport(Transport::kCancelled).kind, Kind::kInvalid);
@@ -111,8 +113,7 @@ TEST(HttpToStatus, TheDocumentedTable) {
   EXPECT_EQ(limited.message(), "HTTP 429: 429 is a rate limit");
   EXPECT_EQ(ToStatus(Classify({.status = 502}), now).code(), StatusCode::kUnavailable);
   EXPECT_EQ(ToStatus(ClassifyTransport(Transport::kDeadline), now).code(), StatusCode::kTimeout);
-  EXPECT_EQ(ToStatus(ClassifyTransport(Transport::kConnect), now).code(),
-            StatusCode::kUnavailable);
+  EXPECT_EQ(ToStatus(ClassifyTransport(Transport::kConnect), now).code(), StatusCode::kUnavailable);
   EXPECT_EQ(ToStatus(ClassifyTransport(Transport::kConnect), now).message(),
             "HTTP exchange failed (connect): Rules::on_connect");
   EXPECT_EQ(ToStatus(Classify({.status = 401}), now).code(), StatusCode::kUnauthenticated);

@@ -1,10 +1,10 @@
 #include "fusebox/http/retry_after.h"
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace fusebox::http {
 namespace {
@@ -41,13 +41,16 @@ TEST(ParseRetryAfter, GarbageIsAbsent) {
                           "30\r\n", "Tue, 04 Nov 2025 10:00:00 UTC"}) {
     EXPECT_EQ(ParseRetryAfter(bad, kRef), std::nullopt) << bad;
   }
-  EXPECT_EQ(ParseRetryAfter(std::string("3\0" "0", 3), kRef), std::nullopt);
+  EXPECT_EQ(ParseRetryAfter(std::string("3\0"
+                                        "0",
+                                        3),
+                            kRef),
+            std::nullopt);
 }
 
 TEST(ParseRetryAfter, OverlongInputIsRejectedUnread) {
   EXPECT_EQ(ParseRetryAfter(std::string(kMaxRetryAfterBytes, '9'), std::nullopt), hours(24));
-  EXPECT_EQ(ParseRetryAfter(std::string(kMaxRetryAfterBytes + 1, '9'), std::nullopt),
-            std::nullopt);
+  EXPECT_EQ(ParseRetryAfter(std::string(kMaxRetryAfterBytes + 1, '9'), std::nullopt), std::nullopt);
 }
 
 TEST(ParseRetryAfter, NonPositiveMaxWaitIsAbsent) {
@@ -67,8 +70,8 @@ TEST(ParseRetryAfter, HttpDateIsMeasuredAgainstTheReference) {
 }
 
 TEST(ParseHttpDate, ThreeFormsExactlyAndRealDatesOnly) {
-  const sys_seconds want = std::chrono::sys_days(std::chrono::year(1994) / 11 / 6) +
-                           hours(8) + std::chrono::minutes(49) + seconds(37);
+  const sys_seconds want = std::chrono::sys_days(std::chrono::year(1994) / 11 / 6) + hours(8) +
+                           std::chrono::minutes(49) + seconds(37);
   EXPECT_EQ(ParseHttpDate("Sun, 06 Nov 1994 08:49:37 GMT"), want);
   EXPECT_EQ(ParseHttpDate("Sunday, 06-Nov-94 08:49:37 GMT"), want);
   EXPECT_EQ(ParseHttpDate("Sun Nov  6 08:49:37 1994"), want);

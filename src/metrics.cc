@@ -185,6 +185,7 @@ struct MetricsCollector::Core {
   std::map<std::string, const RateLimiter*, std::less<>> limiters FUSEBOX_GUARDED_BY(mu);
   // AddRetry(): retries that count their own loops.
   std::map<std::string, const Retry*, std::less<>> counted_retries FUSEBOX_GUARDED_BY(mu);
+  std::map<std::string, const Timeout*, std::less<>> time_limiters FUSEBOX_GUARDED_BY(mu);
   std::map<std::string, std::unique_ptr<RetryCounters>, std::less<>> retries FUSEBOX_GUARDED_BY(mu);
   std::map<std::string, std::shared_ptr<const SharedState>, std::less<>> shared_states
       FUSEBOX_GUARDED_BY(mu);
@@ -236,6 +237,19 @@ class MetricsCollector::Listener final : public CircuitBreakerListener {
   const CircuitBreaker* const key_;
 };
 
+namespace {
+
+// Removes the entry named `name`; false when there is none.
+template <typename Map>
+bool EraseNamed(Map& map, std::string_view name) {
+  auto it = map.find(name);
+  if (it == map.end()) return false;
+  map.erase(it);
+  return true;
+}
+
+}  // namespace
+
 MetricsCollector::MetricsCollector() : core_(std::make_shared<Core>()) {}
 
 MetricsCollector::~MetricsCollector() = default;
@@ -266,10 +280,7 @@ void MetricsCollector::AddThreadPoolBulkhead(std::string name, const ThreadPoolB
 
 bool MetricsCollector::RemoveThreadPoolBulkhead(std::string_view name) {
   internal::MutexLock lock(&core_->mu);
-  auto it = core_->thread_pool_bulkheads.find(name);
-  if (it == core_->thread_pool_bulkheads.end()) return false;
-  core_->thread_pool_bulkheads.erase(it);
-  return true;
+  return EraseNamed(core_->thread_pool_bulkheads, name);
 }
 
 void MetricsCollector::AddBulkhead(std::string name, const Bulkhead& bulkhead) {
@@ -279,10 +290,7 @@ void MetricsCollector::AddBulkhead(std::string name, const Bulkhead& bulkhead) {
 
 bool MetricsCollector::RemoveBulkhead(std::string_view name) {
   internal::MutexLock lock(&core_->mu);
-  auto it = core_->bulkheads.find(name);
-  if (it == core_->bulkheads.end()) return false;
-  core_->bulkheads.erase(it);
-  return true;
+  return EraseNamed(core_->bulkheads, name);
 }
 
 void MetricsCollector::AddRateLimiter(std::string name, const RateLimiter& limiter) {
@@ -292,10 +300,17 @@ void MetricsCollector::AddRateLimiter(std::string name, const RateLimiter& limit
 
 bool MetricsCollector::RemoveRateLimiter(std::string_view name) {
   internal::MutexLock lock(&core_->mu);
-  auto it = core_->limiters.find(name);
-  if (it == core_->limiters.end()) return false;
-  core_->limiters.erase(it);
-  return true;
+  return EraseNamed(core_->limiters, name);
+}
+
+void MetricsCollector::AddTimeLimiter(std::string name, const Timeout& timeout) {
+  internal::MutexLock lock(&core_->mu);
+  core_->time_limiters.insert_or_assign(std::move(name), &timeout);
+}
+
+bool MetricsCollector::RemoveTimeLimiter(std::string_view name) {
+  internal::MutexLock lock(&core_->mu);
+  return EraseNamed(core_->time_limiters, name);
 }
 
 void MetricsCollector::AddSharedState(std::string name, std::shared_ptr<const SharedState> state) {
@@ -305,10 +320,7 @@ void MetricsCollector::AddSharedState(std::string name, std::shared_ptr<const Sh
 
 bool MetricsCollector::RemoveSharedState(std::string_view name) {
   internal::MutexLock lock(&core_->mu);
-  auto it = core_->shared_states.find(name);
-  if (it == core_->shared_states.end()) return false;
-  core_->shared_states.erase(it);
-  return true;
+  return EraseNamed(core_->shared_states, name);
 }
 
 void MetricsCollector::AddRetry(std::string name, const Retry& retry) {
@@ -318,10 +330,7 @@ void MetricsCollector::AddRetry(std::string name, const Retry& retry) {
 
 bool MetricsCollector::RemoveRetry(std::string_view name) {
   internal::MutexLock lock(&core_->mu);
-  auto it = core_->counted_retries.find(name);
-  if (it == core_->counted_retries.end()) return false;
-  core_->counted_retries.erase(it);
-  return true;
+  return EraseNamed(core_->counted_retries, name);
 }
 
 RetryCounters& MetricsCollector::RetryCountersFor(std::string_view name) {
@@ -349,8 +358,12 @@ MetricsSnapshot MetricsCollector::Collect() const {
         o.max_thread_pool_size, o.queue_capacity});
   }
   for (const auto& [name, l] : core_->limiters) {
-    snapshot.rate_limiters.push_back(RateLimiterSample{
-        name, l->AvailablePermits(), l->options().limit_for_period, l->rejected_calls()});
+    snapshot.rate_limiters.push_back(RateLimiterSample{name, l->AvailablePermits(),
+                                                       l->options().limit_for_period,
+                                                       l->rejected_calls(), l->waiting_threads()});
+  }
+  for (const auto& [name, t] : core_->time_limiters) {
+    snapshot.time_limiters.push_back(TimeLimiterSample{name, t->counts()});
   }
   for (const auto& [name, r] : core_->retries) snapshot.retries.push_back(r->Sample(name));
   for (const auto& [name, r] : core_->counted_retries) {

@@ -12,6 +12,7 @@
 #include "fusebox/registry.h"
 #include "fusebox/testing/in_process_shared_state.h"
 #include "fusebox/testing/manual_clock.h"
+#include "fusebox/timeout.h"
 
 namespace fusebox::testing {
 
@@ -64,6 +65,18 @@ std::string RenderMetricsFixture() {
   auto limiter = std::move(*RateLimiter::Create({.limit_for_period = 10}, clock));
   (void)limiter->TryAcquire(3);
   metrics->AddRateLimiter("meta", *limiter);
+
+  // A time limiter: two successes, a failure and a call that ran past its
+  // 1 s deadline.
+  auto timeout = std::move(*Timeout::Create({.timeout_duration = seconds(1)}, clock));
+  (void)timeout->Execute([] { return Status(); });
+  (void)timeout->Execute([] { return Status(); });
+  (void)timeout->Execute([] { return Status::Unavailable("down"); });
+  (void)timeout->Execute([&clock] {
+    clock.Advance(seconds(2));
+    return Status();
+  });
+  metrics->AddTimeLimiter("payment", *timeout);
 
   // A fleet store (on a clock of its own) that granted one probe lease,
   // refused another, and is now down: every call refused, fail-open.

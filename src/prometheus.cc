@@ -39,6 +39,18 @@ bool ValidPrefix(std::string_view p) {
   return true;
 }
 
+// A label name: [a-zA-Z_][a-zA-Z0-9_]*, not starting with "__" (reserved).
+bool ValidLabelName(std::string_view n) {
+  if (n.empty() || n.substr(0, 2) == "__") return false;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const char c = n[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    const bool digit = c >= '0' && c <= '9';
+    if (!alpha && !(digit && i > 0)) return false;
+  }
+  return true;
+}
+
 // Label value escaping of the text format: backslash, double quote and line
 // feed; the value must also be valid UTF-8, so invalid bytes become U+FFFD.
 void AppendLabelValue(std::string& out, std::string_view s) {
@@ -373,7 +385,10 @@ std::string RawLabelText(std::string_view key, std::string_view value) {
 
 class Writer {
  public:
-  Writer(std::string& out, std::string_view prefix) : out_(out), prefix_(prefix) {}
+  // `constant` is the constant labels' text, `key="value",...` (escaped),
+  // written first in every line; empty for none.
+  Writer(std::string& out, std::string_view prefix, std::string_view constant = {})
+      : out_(out), prefix_(prefix), constant_(constant) {}
 
   // "# HELP <prefix>_<name> <help>\n# TYPE <prefix>_<name> <type>\n".
   void Header(std::string_view name, std::string_view type, std::string_view help) {
@@ -394,7 +409,9 @@ class Writer {
   LineShape Shape(std::string_view name, std::string_view before = {},
                   std::string_view after = {}) const {
     LineShape shape;
-    shape.head.append(prefix_).append("_").append(name).append("{").append(before);
+    shape.head.append(prefix_).append("_").append(name).append("{");
+    if (!constant_.empty()) shape.head.append(constant_).push_back(',');
+    shape.head.append(before);
     if (!before.empty()) shape.head.push_back(',');
     if (!after.empty()) shape.tail.append(",").append(after);
     shape.tail.append("} ");
@@ -413,6 +430,8 @@ class Writer {
   void Open(std::string_view name) {
     Name(name);
     out_.push_back('{');
+    out_.append(constant_);
+    after_constant_ = !constant_.empty();
   }
   template <typename V>
   void Close(V value) {
@@ -421,7 +440,7 @@ class Writer {
   }
   // A label `key="value"` (value escaped), with a leading comma unless first.
   void Label(std::string_view key, std::string_view value, bool first = false) {
-    if (!first) out_.push_back(',');
+    Separate(first);
     out_.append(key);
     out_.append("=\"");
     AppendLabelValue(out_, value);
@@ -429,7 +448,7 @@ class Writer {
   }
   // A label whose value is known not to need escaping.
   void RawLabel(std::string_view key, std::string_view value, bool first = false) {
-    if (!first) out_.push_back(',');
+    Separate(first);
     out_.append(key);
     out_.append("=\"");
     out_.append(value);
@@ -440,14 +459,22 @@ class Writer {
     out_.push_back(',');
     out_.append(g.name_label);
   }
+  // A line with no labels but the constant ones.
   template <typename V>
   void Unlabelled(std::string_view name, V value) {
     Name(name);
+    if (!constant_.empty()) out_.append("{").append(constant_).append("}");
     out_.push_back(' ');
     AppendValueLine(out_, value);
   }
 
  private:
+  // The comma before a label: always, unless it is the first one after
+  // Open() and no constant label came before it.
+  void Separate(bool first) {
+    if (!first || after_constant_) out_.push_back(',');
+    after_constant_ = false;
+  }
   void Name(std::string_view name) {
     out_.append(prefix_);
     out_.push_back('_');
@@ -455,6 +482,8 @@ class Writer {
   }
   std::string& out_;
   std::string_view prefix_;
+  std::string_view constant_;
+  bool after_constant_ = false;
 };
 
 // The shapes of a family with one line per kind (successful, failed,
@@ -638,6 +667,23 @@ void WriteCounter(Writer& w, const std::vector<Sample>& samples, std::string_vie
   }
 }
 
+// A counter family with one line per (kind, name): `kinds(sample)` gives
+// the (kind, count) pairs, kinds in sorted order.
+template <typename Sample, typename Kinds>
+void WriteKindCounters(Writer& w, const std::vector<Sample>& samples, std::string_view name,
+                       std::string_view help, Kinds kinds) {
+  if (samples.empty()) return;
+  w.Header(name, "counter", help);
+  for (const Sample& s : samples) {
+    for (const auto& [kind, count] : kinds(s)) {
+      w.Open(name);
+      w.RawLabel("kind", kind, true);
+      w.Label("name", s.name);
+      w.Close(count);
+    }
+  }
+}
+
 void WritePolicies(Writer& w, const MetricsSnapshot& s, bool extensions) {
   WriteGauge(w, s.bulkheads, "bulkhead_available_concurrent_calls",
              "The number of available permissions",
@@ -678,6 +724,9 @@ void WritePolicies(Writer& w, const MetricsSnapshot& s, bool extensions) {
   WriteGauge(w, s.rate_limiters, "ratelimiter_available_permissions",
              "The number of available permissions",
              [](const RateLimiterSample& r) { return r.available_permissions; });
+  WriteGauge(w, s.rate_limiters, "ratelimiter_waiting_threads", "The number of waiting threads",
+             [](const RateLimiterSample& r) { return r.waiting_threads; });
+
   if (extensions) {
     WriteGauge(w, s.rate_limiters, "ratelimiter_limit_for_period",
                "Permits per refresh period, the largest burst",
@@ -686,23 +735,21 @@ void WritePolicies(Writer& w, const MetricsSnapshot& s, bool extensions) {
                  "Requests the rate limiter refused (no permit in time)",
                  [](const RateLimiterSample& r) { return r.rejected_calls; });
   }
-  if (!s.retries.empty()) {
-    w.Header("retry_calls_total", "counter", "The number of retry loops by how they ended");
-    for (const RetrySample& r : s.retries) {
-      const std::pair<const char*, std::uint64_t> kinds[] = {
-          {"failed_with_retry", r.failed_with_retry},
-          {"failed_without_retry", r.failed_without_retry},
-          {"successful_with_retry", r.successful_with_retry},
-          {"successful_without_retry", r.successful_without_retry},
-      };
-      for (const auto& [kind, count] : kinds) {
-        w.Open("retry_calls_total");
-        w.RawLabel("kind", kind, true);
-        w.Label("name", r.name);
-        w.Close(count);
-      }
-    }
-  }
+  using KindCount = std::pair<const char*, std::uint64_t>;
+  WriteKindCounters(w, s.time_limiters, "timelimiter_calls_total", "The number of calls by kind",
+                    [](const TimeLimiterSample& t) {
+                      return std::array<KindCount, 3>{{{"failed", t.counts.failed},
+                                                       {"successful", t.counts.successful},
+                                                       {"timeout", t.counts.timeout}}};
+                    });
+  WriteKindCounters(
+      w, s.retries, "retry_calls_total", "The number of retry loops by how they ended",
+      [](const RetrySample& r) {
+        return std::array<KindCount, 4>{{{"failed_with_retry", r.failed_with_retry},
+                                         {"failed_without_retry", r.failed_without_retry},
+                                         {"successful_with_retry", r.successful_with_retry},
+                                         {"successful_without_retry", r.successful_without_retry}}};
+      });
 }
 
 void WriteSharedStates(Writer& w, const std::vector<SharedStateSample>& states) {
@@ -785,13 +832,40 @@ Status ValidatePrometheusOptions(const PrometheusOptions& options) {
     return Status::InvalidArgument("prefix must match [a-zA-Z_:][a-zA-Z0-9_:]*, got '" +
                                    options.prefix + "'");
   }
+  static constexpr std::string_view kReserved[] = {"name", "kind",   "state", "from",
+                                                   "to",   "reason", "le",    "quantile"};
+  for (std::size_t i = 0; i < options.constant_labels.size(); ++i) {
+    const std::string& key = options.constant_labels[i].first;
+    // "constant_labels[i]: '<key>' <why>".
+    const auto bad = [&](std::string_view why) {
+      std::string m = "constant_labels[";
+      m.append(std::to_string(i)).append("]: '").append(key).append("' ").append(why);
+      return Status::InvalidArgument(std::move(m));
+    };
+    if (!ValidLabelName(key)) {
+      return bad("is not a label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)");
+    }
+    for (std::string_view r : kReserved) {
+      if (key == r) return bad("is a label fusebox writes");
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (options.constant_labels[j].first == key) return bad("is given twice");
+    }
+  }
   return Status();
 }
 
 void AppendPrometheus(const MetricsSnapshot& snapshot, const PrometheusOptions& options,
                       std::string& out) {
   assert(ValidPrefix(options.prefix) && "invalid PrometheusOptions::prefix");
-  Writer w(out, options.prefix);
+  std::string constant;
+  for (const auto& [key, value] : options.constant_labels) {
+    if (!constant.empty()) constant.push_back(',');
+    constant.append(key).append("=\"");
+    AppendLabelValue(constant, value);
+    constant.push_back('"');
+  }
+  Writer w(out, options.prefix, constant);
   Grouping grouping;
   GroupBreakers(snapshot.breakers, options.name_label, grouping);
   const std::vector<Group>& groups = grouping.groups;
@@ -803,7 +877,7 @@ void AppendPrometheus(const MetricsSnapshot& snapshot, const PrometheusOptions& 
                     snapshot.thread_pool_bulkheads.size() + 4 * snapshot.retries.size());
   for (const Group& g : groups) {
     const std::size_t lines = 36 + g.counters().transitions.size();
-    estimate += lines * (options.prefix.size() + g.name_label.size() + 96);
+    estimate += lines * (options.prefix.size() + constant.size() + g.name_label.size() + 96);
   }
   out.reserve(out.size() + estimate);
   WriteBreakers(w, groups, options.fusebox_extensions, options.name_label != nullptr);

@@ -9,7 +9,10 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "fusebox/metrics.h"
 #include "fusebox/observer.h"
 #include "fusebox/registry.h"
 #include "fusebox/testing/manual_clock.h"
@@ -246,6 +249,43 @@ TEST(Prometheus, RejectsAnInvalidPrefix) {
   EXPECT_TRUE(ValidatePrometheusOptions({.prefix = "fusebox"}).ok());
   EXPECT_EQ(ValidatePrometheusOptions({.prefix = ""}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ValidatePrometheusOptions({.prefix = "a-b"}).code(), StatusCode::kInvalidArgument);
+}
+
+// Constant labels (Micrometer's common tags) come first on every line of every
+// family, the unlabelled ones included, escaped; bad names are refused by name.
+TEST(PrometheusConstantLabels, OnEveryLineOfEveryFamily) {
+  ManualClock clock;
+  auto metrics = std::make_shared<MetricsCollector>();
+  RegistryOptions options{.clock = &clock};
+  ObserveRegistry(options, {metrics});
+  auto registry = std::move(*Registry::Create(std::move(options)));
+  (*registry->Get("payment"))->TryAcquire()->Success(milliseconds(5));
+  PrometheusOptions prom;
+  prom.constant_labels = {{"application", "check\"out"}, {"env", "prod"}};
+  ASSERT_TRUE(ValidatePrometheusOptions(prom).ok());
+  const std::string text = RenderPrometheus(metrics->Collect(*registry), prom);
+  std::istringstream lines(text);
+  std::string line;
+  int samples = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    ++samples;
+    EXPECT_THAT(line, HasSubstr("{application=\"check\\\"out\",env=\"prod\"")) << line;
+  }
+  EXPECT_GT(samples, 20);
+  EXPECT_THAT(text, HasSubstr("resilience4j_circuitbreaker_state{application=\"check\\\"out\",env="
+                              "\"prod\",name=\"payment\",state=\"closed\"} 1"));
+  for (const auto& bad : std::vector<std::pair<std::string, std::string>>{
+           {"name", "x"}, {"le", "x"}, {"1abc", "x"}, {"__x", "x"}, {"", "x"}, {"a-b", "x"}}) {
+    PrometheusOptions p;
+    p.constant_labels = {bad};
+    const Status s = ValidatePrometheusOptions(p);
+    EXPECT_FALSE(s.ok()) << bad.first;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("constant_labels[0]")) << bad.first;
+  }
+  PrometheusOptions twice;
+  twice.constant_labels = {{"app", "a"}, {"app", "b"}};
+  EXPECT_THAT(std::string(ValidatePrometheusOptions(twice).message()), HasSubstr("twice"));
 }
 
 }  // namespace

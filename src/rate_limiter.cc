@@ -81,7 +81,12 @@ Status RateLimiter::AcquireSlow(int permits) {
     // Reserve now, wait after: whoever asked first is served first.
     if (tat_ns_.compare_exchange_weak(tat, next, std::memory_order_relaxed)) break;
   }
-  if (free_at > now) clock_.SleepUntil(TimePoint(Duration(free_at)));
+  if (free_at > now) {
+    // Resilience4j's number_of_waiting_threads: callers asleep here.
+    waiting_.fetch_add(1, std::memory_order_relaxed);
+    clock_.SleepUntil(TimePoint(Duration(free_at)));
+    waiting_.fetch_sub(1, std::memory_order_relaxed);
+  }
   return Status();
 }
 

@@ -188,5 +188,27 @@ TEST_F(RateLimiterTest, ConcurrentCallersGetExactlyTheLimit) {
   EXPECT_EQ(race(), kLimit);
 }
 
+// waiting_threads() counts the callers asleep in Acquire() for a reserved
+// permit, and only while they sleep.
+TEST_F(RateLimiterTest, WaitingThreadsCountsCallersAsleepInAcquire) {
+  auto limiter = Make({.limit_for_period = 1, .limit_refresh_period = 1s, .timeout_duration = 5s});
+  ASSERT_TRUE(limiter->Acquire().ok());
+  EXPECT_EQ(limiter->waiting_threads(), 0);
+  std::thread waiter([&] { EXPECT_TRUE(limiter->Acquire().ok()); });
+  // Bounded poll: the waiter reserves its permit, then sleeps on the clock.
+  for (int i = 0; i < 60000 && limiter->waiting_threads() == 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(limiter->waiting_threads(), 1);
+  // Wake it: advance until it has left its sleep (it may not be asleep on
+  // the clock yet when the counter shows it).
+  for (int i = 0; i < 60000 && limiter->waiting_threads() != 0; ++i) {
+    clock_.Advance(1s);
+    std::this_thread::sleep_for(1ms);
+  }
+  waiter.join();
+  EXPECT_EQ(limiter->waiting_threads(), 0);
+}
+
 }  // namespace
 }  // namespace fusebox

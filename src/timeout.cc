@@ -54,6 +54,11 @@ struct Timeout::Shared : std::enable_shared_from_this<Timeout::Shared> {
   Shared(Clock& c, Duration t, unsigned n, bool stop)
       : clock(c), timeout(t), request_stop(stop), mask(n - 1), slots(new Slot[n]) {}
 
+  // Resilience4j's TimeLimiter call counts: successful, failed, timeout.
+  // Relaxed: each is an exact counter, nothing is published through them;
+  // their own cache line, away from the slots' words.
+  alignas(64) std::atomic<std::uint64_t> counts[3] = {};
+
   Slot* Claim(Duration::rep deadline) noexcept {
     const unsigned first = t_slot_hint;
     for (unsigned i = 0; i <= mask; ++i) {
@@ -237,6 +242,19 @@ bool Timeout::Watch::Finish() {
     stopped = own_source_.stop_requested();
   }
   return stopped || elapsed_ >= shared_->timeout;
+}
+
+bool Timeout::Watch::Finish(const Status& result) {
+  const bool timed_out = Finish();
+  const int i = timed_out ? 2 : (result.ok() ? 0 : 1);
+  shared_->counts[i].fetch_add(1, std::memory_order_relaxed);
+  return timed_out;
+}
+
+TimeLimiterCounts Timeout::counts() const noexcept {
+  return {shared_->counts[0].load(std::memory_order_relaxed),
+          shared_->counts[1].load(std::memory_order_relaxed),
+          shared_->counts[2].load(std::memory_order_relaxed)};
 }
 
 }  // namespace fusebox

@@ -307,18 +307,15 @@ Handler::Handler(Deps deps) : deps_(std::move(deps)) {
     auto route = std::make_unique<CompiledRoute>();
     route->config = &rc;
     route->pattern = std::move(*pattern);
-    if (rc.classifier == Classifier::kHttp) {
-      // The generic classifier is Meta's rule order with no Meta codes:
-      // 429 rate limit, 408/5xx transient, 401/403 authorization, else invalid.
-      meta::Rules& r = route->rules;
-      r.rate_limit_codes.clear();
-      r.rate_limit_phrases.clear();
-      r.authorization_codes.clear();
-      r.authorization_code_ranges.clear();
-      r.authorization_subcodes.clear();
-    }
     route->rules.recovery.default_wait = config.breakers.quota_default_wait;
     route->rules.recovery.max_wait = config.breakers.quota_max_wait;
+    // The generic classifier (fusebox::http): 429 rate limit, 408/5xx
+    // transient, 401/403 authorization, else invalid; never Meta's body
+    // codes. A 503 stays transient whatever its Retry-After, as it always
+    // was on this gateway (its quota circuit is for 429s).
+    route->http_rules.unavailable_with_retry_after_is_rate_limit = false;
+    route->http_rules.default_wait = config.breakers.quota_default_wait;
+    route->http_rules.max_wait = config.breakers.quota_max_wait;
     routes_.push_back(std::move(route));
   }
 }
@@ -392,6 +389,42 @@ HttpResponse Handler::Handle(const HttpRequest& request) {
   return HandleRoute(*m.route, m.params, request, query);
 }
 
+namespace {
+
+// A failed response under fusebox::http's rules, as the CONN_* error the
+// gateway answers with. Meta's codes, when the body has them, are reported
+// but decide nothing.
+meta::ProviderError HttpProviderError(const meta::Response& response, const http::Rules& rules) {
+  const http::Classification c = http::Classify({.status = response.status,
+                                                 .retry_after = response.Header("Retry-After"),
+                                                 .date = response.Header("Date")},
+                                                rules);
+  meta::ProviderError e;
+  switch (c.kind) {
+    case http::Kind::kRateLimit:
+      e.code = meta::ConnCode::kConn008RateLimit;
+      break;
+    case http::Kind::kTransient:
+      e.code = meta::ConnCode::kConn003Transient;
+      break;
+    case http::Kind::kAuthorization:
+      e.code = meta::ConnCode::kConn009Authorization;
+      break;
+    case http::Kind::kSuccess:
+    case http::Kind::kInvalid:
+      e.code = meta::ConnCode::kConn010Invalid;
+      break;
+  }
+  e.http_status = response.status;
+  const meta::ErrorBody body = meta::ParseErrorBody(response.body);
+  e.meta_code = body.code;
+  e.meta_subcode = body.subcode;
+  e.retry_after = c.retry_after;
+  return e;
+}
+
+}  // namespace
+
 Fetched Handler::Judge(const CompiledRoute& route, Result<UpstreamReply> reply) {
   const std::size_t up = route.config->upstream;
   UpstreamLoad& load = *upstream_load_[up];
@@ -434,7 +467,9 @@ Fetched Handler::Judge(const CompiledRoute& route, Result<UpstreamReply> reply) 
   if (failed) {
     const meta::Response response{
         .status = reply->status, .headers = reply->headers, .body = reply->body};
-    f.error = meta::ProviderError::FromResponse(response, route.rules);
+    f.error = route.config->classifier == Classifier::kHttp
+                  ? HttpProviderError(response, route.http_rules)
+                  : meta::ProviderError::FromResponse(response, route.rules);
   }
   f.reply = std::move(*reply);
   return f;

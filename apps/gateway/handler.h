@@ -34,6 +34,7 @@
 #include "apps/gateway/route.h"
 #include "apps/gateway/upstream_client.h"
 #include "fusebox/audit_log.h"
+#include "fusebox/http/classify.h"
 #include "fusebox/metrics.h"
 #include "fusebox/registry.h"
 #include "fusebox/shared_state.h"
@@ -231,7 +232,10 @@ class Handler {
   struct CompiledRoute {
     const RouteConfig* config;
     PathPattern pattern;
+    // Classifier::kMeta routes.
     meta::Rules rules;
+    // Classifier::kHttp routes: fusebox::http's generic rules.
+    http::Rules http_rules;
     std::array<std::atomic<std::uint64_t>, kAnswerCount> counts{};
   };
 

@@ -61,6 +61,7 @@
 #include "fusebox/retry.h"
 #include "fusebox/shared_state.h"
 #include "fusebox/thread_pool_bulkhead.h"
+#include "fusebox/timeout.h"
 
 namespace fusebox {
 
@@ -139,6 +140,14 @@ struct RateLimiterSample {
   int available_permissions = 0;
   int limit_for_period = 0;
   std::uint64_t rejected_calls = 0;
+  // Callers asleep in Acquire() (RateLimiter::waiting_threads()).
+  int waiting_threads = 0;
+};
+
+// A Timeout (Resilience4j's TimeLimiter): its calls by how they ended.
+struct TimeLimiterSample {
+  std::string name;
+  TimeLimiterCounts counts;
 };
 
 // A shared state (fusebox/shared_state.h) and how it is doing.
@@ -171,6 +180,7 @@ struct MetricsSnapshot {
   std::vector<BulkheadSample> bulkheads;
   std::vector<ThreadPoolBulkheadSample> thread_pool_bulkheads;
   std::vector<RateLimiterSample> rate_limiters;
+  std::vector<TimeLimiterSample> time_limiters;
   std::vector<RetrySample> retries;
   std::vector<SharedStateSample> shared_states;
   // Set by Collect(const Registry&).
@@ -236,6 +246,9 @@ class MetricsCollector final : public BreakerObserver {
   bool RemoveThreadPoolBulkhead(std::string_view name);
   void AddRateLimiter(std::string name, const RateLimiter& limiter);
   bool RemoveRateLimiter(std::string_view name);
+  // Reports `timeout`'s counts (Timeout::counts()) as time limiter `name`.
+  void AddTimeLimiter(std::string name, const Timeout& timeout);
+  bool RemoveTimeLimiter(std::string_view name);
   // Reports the health of `state` (Redis errors, fail-open periods, lease
   // contention, ...) as `name` until removed; keeps it alive meanwhile.
   void AddSharedState(std::string name, std::shared_ptr<const SharedState> state);

@@ -413,7 +413,7 @@ Pipeline::Attempt<internal::PolicyReturn<F>> Pipeline::RunAttempt(const Stages& 
   if (timeout_ != nullptr) {
     Timeout::Watch watch = timeout_->Start(st.precise);
     internal::PolicyReturn<F> r = internal::InvokeWithToken(fn, watch.token());
-    if (watch.Finish()) return {Timeout::TimedOut(), watch.elapsed()};
+    if (watch.Finish(internal::StatusOf(r))) return {Timeout::TimedOut(), watch.elapsed()};
     return {std::move(r), watch.elapsed()};
   }
   if (st.breaker == nullptr) return {internal::InvokePlain(fn), Duration::zero()};

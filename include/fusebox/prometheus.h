@@ -27,6 +27,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fusebox/metrics.h"
@@ -58,10 +59,16 @@ struct PrometheusOptions {
   // probes, slow-call counters, instances, registry) besides the Micrometer
   // ones. Default: true.
   bool fusebox_extensions = true;
+  // Labels written first on every line of every family, e.g.
+  // {{"application", "checkout"}} (Micrometer's common tags, which the stock
+  // Resilience4j dashboard filters on). Names must be valid label names,
+  // distinct, and none of those fusebox writes itself (name, kind, state,
+  // from, to, reason, le, quantile); values are escaped. Default: none.
+  std::vector<std::pair<std::string, std::string>> constant_labels{};
 };
 
 // OK, or kInvalidArgument naming the option at fault (a prefix that is not a
-// valid metric name prefix).
+// valid metric name prefix, a bad constant label name).
 Status ValidatePrometheusOptions(const PrometheusOptions& options);
 
 // The exposition text: for each family with at least one series, a HELP and a

@@ -110,6 +110,10 @@ class RateLimiter {
     return rejected_.load(std::memory_order_relaxed);
   }
 
+  // Callers of Acquire() asleep now, waiting for their reserved permits
+  // (Resilience4j's getNumberOfWaitingThreads()).
+  int waiting_threads() const noexcept { return waiting_.load(std::memory_order_relaxed); }
+
   // Acquire()s one permit, then runs `fn` (see internal/policy_call.h for the
   // callables accepted and what comes back); returns kRateLimited without
   // running it when no permit comes in time.
@@ -143,6 +147,9 @@ class RateLimiter {
   const RateLimiterOptions options_;
   // Apart from tat_ns_: refusals must not slow the calls that get permits.
   alignas(64) std::atomic<std::uint64_t> rejected_{0};
+  // Touched only by callers that wait; relaxed: a gauge, nothing is
+  // published through it.
+  std::atomic<int> waiting_{0};
 };
 
 // ---------------------------------------------------------------------------

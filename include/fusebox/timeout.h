@@ -58,6 +58,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <stop_token>
 #include <utility>
@@ -92,6 +93,15 @@ struct TimeoutOptions {
   Status Validate() const;
 };
 
+// Calls a Timeout ran (Execute(), or a Pipeline's timeout stage), by how they
+// ended: Resilience4j's TimeLimiter metrics (kind successful, failed,
+// timeout).
+struct TimeLimiterCounts {
+  std::uint64_t successful = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t timeout = 0;
+};
+
 class Timeout {
  private:
   struct Shared;
@@ -115,6 +125,9 @@ class Timeout {
     // Ends the watch. Returns true when the call timed out: its token was
     // stopped, or it took timeout_duration or longer. Call it at most once.
     bool Finish();
+    // As Finish(), and counts the call in counts() as a timeout, or else as
+    // successful or failed by `result` (what the callable returned).
+    bool Finish(const Status& result);
 
     // How long the call took; valid after Finish().
     Duration elapsed() const noexcept { return elapsed_; }
@@ -164,6 +177,10 @@ class Timeout {
     return Status::Rejected(StatusCode::kTimeout, "deadline_exceeded");
   }
 
+  // Calls counted so far (Watch::Finish(const Status&)): each count is exact,
+  // the three together are not one instant.
+  TimeLimiterCounts counts() const noexcept;
+
   // Whether options().timing resolves to precise clock reads.
   bool precise_timing() const noexcept { return precise_; }
   const TimeoutOptions& options() const noexcept { return options_; }
@@ -182,7 +199,7 @@ template <typename F>
 internal::PolicyReturn<F> Timeout::Execute(F&& fn) {
   Watch watch = Start();
   internal::PolicyReturn<F> r = internal::InvokeWithToken(fn, watch.token());
-  if (watch.Finish()) return TimedOut();
+  if (watch.Finish(internal::StatusOf(r))) return TimedOut();
   return r;
 }
 

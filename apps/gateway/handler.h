@@ -67,6 +67,9 @@ HttpResponse ErrorResponse(int status, std::string_view code, std::string_view m
 // here and in gateway.cc): 500 INTERNAL_ERROR, saying nothing of the cause.
 HttpResponse InternalErrorResponse();
 
+// A JSON answer: `body` as is, with `status`.
+HttpResponse JsonResponse(int status, std::string body);
+
 // Inside a catch block: what() of the exception being handled, or
 // "a non-standard exception".
 std::string CurrentExceptionWhat();

@@ -62,12 +62,9 @@ std::string RenderMetricsFixture() {
   auto held = bulkhead->TryAcquire();
   metrics->AddBulkhead("payment", *bulkhead);
 
-  auto limiter = std::move(*RateLimiter::Create({.limit_for_period = 10}, clock));
-  (void)limiter->TryAcquire(3);
-  metrics->AddRateLimiter("meta", *limiter);
-
   // A time limiter: two successes, a failure and a call that ran past its
-  // 1 s deadline.
+  // 1 s deadline. Before the rate limiter: its 2 s would refill
+  // the limiter's period.
   auto timeout = std::move(*Timeout::Create({.timeout_duration = seconds(1)}, clock));
   (void)timeout->Execute([] { return Status(); });
   (void)timeout->Execute([] { return Status(); });
@@ -77,6 +74,10 @@ std::string RenderMetricsFixture() {
     return Status();
   });
   metrics->AddTimeLimiter("payment", *timeout);
+
+  auto limiter = std::move(*RateLimiter::Create({.limit_for_period = 10}, clock));
+  (void)limiter->TryAcquire(3);
+  metrics->AddRateLimiter("meta", *limiter);
 
   // A fleet store (on a clock of its own) that granted one probe lease,
   // refused another, and is now down: every call refused, fail-open.

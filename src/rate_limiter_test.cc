@@ -195,17 +195,14 @@ TEST_F(RateLimiterTest, WaitingThreadsCountsCallersAsleepInAcquire) {
   ASSERT_TRUE(limiter->Acquire().ok());
   EXPECT_EQ(limiter->waiting_threads(), 0);
   std::thread waiter([&] { EXPECT_TRUE(limiter->Acquire().ok()); });
-  // Bounded poll: the waiter reserves its permit, then sleeps on the clock.
-  for (int i = 0; i < 60000 && limiter->waiting_threads() == 0; ++i) {
-    std::this_thread::sleep_for(1ms);
-  }
+  // Bounded poll (no sleeping: yield): the waiter reserves its permit, then
+  // sleeps on the clock.
+  for (long i = 0; i < 50'000'000 && clock_.Sleepers() == 0; ++i) std::this_thread::yield();
+  EXPECT_EQ(clock_.Sleepers(), 1U) << "the waiter never slept on the clock";
   EXPECT_EQ(limiter->waiting_threads(), 1);
-  // Wake it: advance until it has left its sleep (it may not be asleep on
-  // the clock yet when the counter shows it).
-  for (int i = 0; i < 60000 && limiter->waiting_threads() != 0; ++i) {
-    clock_.Advance(1s);
-    std::this_thread::sleep_for(1ms);
-  }
+  // Its permit is due at the next period: one period wakes it (a few more
+  // only if that failed, so that the thread is joined either way).
+  for (int i = 0; i < 10 && clock_.Sleepers() != 0; ++i) clock_.Advance(1s);
   waiter.join();
   EXPECT_EQ(limiter->waiting_threads(), 0);
 }

@@ -114,7 +114,8 @@ TEST(ParseRedisUrl, TlsSettingsErrorsNameTheKey) {
       {"rediss://h?ca_file=", "'ca_file' is empty"},
       {"rediss://h?ca_file", "'ca_file' has no '=value'"},
       {"rediss://h?insecure_skip_verify=maybe", "insecure_skip_verify must be true or false"},
-      {"rediss://h?timeout=1", "unknown query parameter 'timeout'"},
+      {"rediss://h?timeout=soon", "positive duration such as 250ms, got \"soon\""},
+      {"rediss://h?db=1", "unknown query parameter 'db'"},
       {"rediss://h?ca_file=%zz", "percent-encoding in query parameter 'ca_file'"},
   };
   for (const Case& c : cases) {
@@ -159,7 +160,7 @@ TEST(ParseRedisUrl, NamesWhatIsWrong) {
       {"redis://host:-1", "port is not a number"},
       {"redis://host/x", "database number"},
       {"redis://host/-1", "database number"},
-      {"redis://host?timeout=1", "positive duration such as 250ms, got \"1\""},
+      {"redis://host?timeout=1x", "positive duration such as 250ms, got \"1x\""},
       {"redis://host?timeout=0ms", "positive duration"},
       {"redis://host?connect_timeout", "has no '=value'"},
       {"redis://host?db=2", "unknown query parameter 'db'"},

@@ -33,7 +33,7 @@
 namespace {
 
 namespace beast = boost::beast;
-namespace http = beast::http;
+namespace bhttp = beast::http;     // (fusebox::http is the classifier module)
 using namespace fusebox;           // NOLINT
 using namespace fusebox::gateway;  // NOLINT
 
@@ -70,9 +70,9 @@ class ForcedOpenFleet : public SharedState {
             .kind = SharedOverride::Kind::kForcedOpen, .reason = "fuzz", .actor = "fuzz"}};
   }
   void Trip(std::string_view circuit, Duration, std::string_view) override { CheckText(circuit); }
-  ProbeLease AcquireProbe(std::string_view circuit, Duration) override {
+  fusebox::ProbeLease AcquireProbe(std::string_view circuit, Duration) override {
     CheckText(circuit);
-    return {.verdict = ProbeLease::Verdict::kBusy, .remaining = std::chrono::hours(1)};
+    return {.verdict = fusebox::ProbeLease::Verdict::kBusy, .remaining = std::chrono::hours(1)};
   }
   void Close(std::string_view, std::string_view) override {}
   void Release(std::string_view, std::string_view) override {}
@@ -177,14 +177,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     delete world;
     world = new World();
   }
-  http::request_parser<http::string_body> parser;
+  bhttp::request_parser<bhttp::string_body> parser;
   parser.header_limit(8192);
   parser.body_limit(1 << 16);
   parser.eager(true);
   beast::error_code ec;
   parser.put(boost::asio::buffer(data, size), ec);
   if (ec || !parser.is_done()) return 0;
-  http::request<http::string_body> req = parser.release();
+  bhttp::request<bhttp::string_body> req = parser.release();
   HttpRequest request;
   request.method = std::string(req.method_string());
   request.target = std::string(req.target());

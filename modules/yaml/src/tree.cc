@@ -3,6 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -48,6 +50,64 @@ std::string Line(std::string_view where, std::string_view path, std::string_view
   }
   AppendEscaped(line, rule);
   return line;
+}
+
+// Where `text` stops being UTF-8 (YAML's own encoding; yaml-cpp slows down by
+// orders of magnitude on some invalid sequences, seen by the fuzzer), with
+// the bad byte; nullopt when all of it is. Overlong forms, surrogates and
+// code points past U+10FFFF count as invalid.
+struct BadByte {
+  Mark mark;
+  unsigned char byte = 0;
+};
+std::optional<BadByte> FirstInvalidUtf8(std::string_view text) {
+  Mark at{1, 1};
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t len = 0;
+    unsigned char lo = 0x80;
+    unsigned char hi = 0xBF;
+    if (c < 0x80) {
+      len = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return BadByte{at, c};
+    }
+    if (i + len > text.size()) return BadByte{at, c};
+    for (std::size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if (cc < (k == 1 ? lo : 0x80) || cc > (k == 1 ? hi : 0xBF)) return BadByte{at, cc};
+    }
+    if (c == '\n') {
+      ++at.line;
+      at.column = 1;
+    } else {
+      ++at.column;
+    }
+    i += len;
+  }
+  return std::nullopt;
+}
+
+// False, with an error naming where, when `text` is not UTF-8.
+bool CheckUtf8(std::string_view text, Diagnostics& diags) {
+  const std::optional<BadByte> bad = FirstInvalidUtf8(text);
+  if (!bad) return true;
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  diags.Error(
+      bad->mark, "",
+      std::string("not valid UTF-8 (byte 0x") + kHex[bad->byte >> 4] + kHex[bad->byte & 0xF] + ")");
+  return false;
 }
 
 }  // namespace
@@ -336,6 +396,7 @@ std::optional<Node> ParseTree(std::string_view text, Diagnostics& diags) {
     diags.Error({}, "", "larger than " + std::to_string(kMaxInputBytes >> 20) + " MiB");
     return std::nullopt;
   }
+  if (!CheckUtf8(text, diags)) return std::nullopt;
   YAML::Node doc;
   try {
     doc = YAML::Load(std::string(text));
@@ -363,6 +424,7 @@ std::optional<std::vector<Document>> ParseDocuments(std::string_view text, Diagn
     diags.Error({}, "", "larger than " + std::to_string(kMaxInputBytes >> 20) + " MiB");
     return std::nullopt;
   }
+  if (!CheckUtf8(text, diags)) return std::nullopt;
   std::vector<YAML::Node> yaml_docs;
   try {
     yaml_docs = YAML::LoadAll(std::string(text));

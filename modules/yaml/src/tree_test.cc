@@ -62,6 +62,24 @@ TEST(YamlTree, SyntaxErrorsStopWithTheirPosition) {
               ElementsAre("t.yml:2:1: not valid YAML: end of sequence flow not found"));
 }
 
+// Invalid UTF-8 is refused before yaml-cpp sees it (the fuzzer found inputs
+// with 0xFF runs that took it seconds), naming the line, column and byte;
+// valid multi-byte text passes.
+TEST(YamlTree, InvalidUtf8IsRefusedWithItsPosition) {
+  Diagnostics bad("t.yml");
+  EXPECT_FALSE(ParseTree("a: 1\nb\xc3\xbc\xff: 2\n", bad).has_value());
+  EXPECT_THAT(bad.errors(), ElementsAre("t.yml:2:3: not valid UTF-8 (byte 0xFF)"));
+  for (const char* text :
+       {"a: \xed\xa0\x80\n", "a: \xc0\xaf\n", "a: \xf4\x90\x80\x80\n", "a: \xe2\x82\n"}) {
+    Diagnostics d("t.yml");
+    EXPECT_FALSE(ParseTree(text, d).has_value()) << text;
+    EXPECT_THAT(d.errors(), ElementsAre(::testing::HasSubstr("not valid UTF-8"))) << text;
+  }
+  Diagnostics good("t.yml");
+  EXPECT_TRUE(ParseTree("\xea\xb2\xb0\xec\xa0\x9c: \"\xf0\x9f\x98\x80\"\n", good).has_value());
+  EXPECT_THAT(good.errors(), ::testing::IsEmpty());
+}
+
 // Quoted keys may hold any character; a message must stay one line, and no
 // terminal escape may pass through it.
 TEST(YamlTree, ControlCharactersInMessagesAreEscaped) {

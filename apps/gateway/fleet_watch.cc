@@ -81,6 +81,12 @@ Status JsonLineLog::Write(std::string_view line) {
   return Status();
 }
 
+void JsonLineLog::WriteVerbatim(std::string_view text) {
+  internal::MutexLock lock(&mu_);
+  out_.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out_.flush();
+}
+
 FleetWatch::FleetWatch(std::ostream& log) : line_log_(std::make_shared<JsonLineLog>(log)) {}
 
 void FleetWatch::LogStoreEvent(std::string_view event, std::string_view detail, bool recovered) {

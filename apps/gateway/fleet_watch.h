@@ -53,6 +53,10 @@ class JsonLineLog final : public LineSink {
   explicit JsonLineLog(std::ostream& out, Clock& clock = SystemClock())
       : out_(out), clock_(clock) {}
   Status Write(std::string_view line) override FUSEBOX_EXCLUDES(mu_);
+  // `text` as it is, not rate-limited: the gateway's few plain lines (start,
+  // stop, warnings). Every write to `out` goes through this log's lock, so
+  // the store's thread and the gateway's never write at once.
+  void WriteVerbatim(std::string_view text) FUSEBOX_EXCLUDES(mu_);
   // Lines dropped by the rate limit so far.
   std::uint64_t suppressed() const { return suppressed_total_.load(); }
 

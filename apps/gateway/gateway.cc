@@ -718,9 +718,7 @@ struct Gateway::Impl {
     accept_errors_exhausted.fetch_add(1, std::memory_order_relaxed);
     accept_backoffs.fetch_add(1, std::memory_order_relaxed);
     if (accept_backoff.count() == 0) {
-      internal::MutexLock lock(&log_mu);
-      *log << "fusebox gateway: accept: " << ec.message() << "; pausing accepts (50 ms to 1 s)"
-           << std::endl;
+      LogLine("fusebox gateway: accept: " + ec.message() + "; pausing accepts (50 ms to 1 s)");
     }
     accept_backoff = std::clamp(accept_backoff * 2, std::chrono::milliseconds(50),
                                 std::chrono::milliseconds(1000));
@@ -738,17 +736,30 @@ struct Gateway::Impl {
   void InternalError(std::string_view what) {
     internal_errors.fetch_add(1, std::memory_order_relaxed);
     const TimePoint now = clock->Now();
-    internal::MutexLock lock(&log_mu);
-    if (now - last_error_line < std::chrono::seconds(1) && last_error_line != TimePoint{}) {
-      ++unlogged_errors;
-      return;
+    std::string line;
+    {
+      internal::MutexLock lock(&log_mu);
+      if (now - last_error_line < std::chrono::seconds(1) && last_error_line != TimePoint{}) {
+        ++unlogged_errors;
+        return;
+      }
+      line = "fusebox gateway: internal error answering a request (answered 500 INTERNAL_ERROR): " +
+             Printable(what);
+      if (unlogged_errors > 0) {
+        line += " (and " + std::to_string(unlogged_errors) + " more not logged)";
+      }
+      last_error_line = now;
+      unlogged_errors = 0;
     }
-    *log << "fusebox gateway: internal error answering a request (answered 500 INTERNAL_ERROR): "
-         << Printable(what);
-    if (unlogged_errors > 0) *log << " (and " << unlogged_errors << " more not logged)";
-    *log << std::endl;
-    last_error_line = now;
-    unlogged_errors = 0;
+    LogLine(line);
+  }
+
+  // One plain line on the log. Through the JSON line log's lock, which the
+  // store's thread writes under too: two threads never write the stream at
+  // once.
+  void LogLine(std::string line) {
+    line += '\n';
+    fleet_watch->line_log()->WriteVerbatim(line);
   }
 
   // The accept loop's families for /metrics.
@@ -901,8 +912,8 @@ void Gateway::Impl::Shutdown() {
     if (shut_down) return;
     shut_down = true;
   }
-  *log << "fusebox gateway: shutting down (in-flight requests get up to "
-       << FormatDuration(config.limits.shutdown_grace) << ")" << std::endl;
+  LogLine("fusebox gateway: shutting down (in-flight requests get up to " +
+          FormatDuration(config.limits.shutdown_grace) + ")");
   handler->SetDraining();
   table->draining.store(true);
   std::atomic<bool> forced{false};
@@ -934,7 +945,7 @@ void Gateway::Impl::Shutdown() {
   io_threads.clear();
   table->closed.store(true);
   if (forced.load()) {
-    *log << "fusebox gateway: shutdown grace exceeded; remaining connections closed" << std::endl;
+    LogLine("fusebox gateway: shutdown grace exceeded; remaining connections closed");
     workers->stop();
   }
   workers->join();
@@ -946,7 +957,7 @@ void Gateway::Impl::Shutdown() {
 #ifdef FUSEBOX_GATEWAY_WITH_REDIS
   if (redis_state) redis_state->Flush();
 #endif
-  *log << "fusebox gateway: stopped" << std::endl;
+  LogLine("fusebox gateway: stopped");
 }
 
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -1054,8 +1065,7 @@ Result<FleetLink> Gateway::Impl::OpenRedis() {
   tiered_store = std::move(*tiered);
   store = tiered_store.get();
   store_metrics = [this] { return StoreMetrics() + fleet_watch->Metrics(redis_state->health()); };
-  *log << "fusebox gateway: sharing circuits and snapshots through " << conn->Describe()
-       << std::endl;
+  LogLine("fusebox gateway: sharing circuits and snapshots through " + conn->Describe());
   return FleetLink{
       .shared_state = redis_state,
       .healthy = [state = redis_state] { return state->healthy(); },
@@ -1145,10 +1155,9 @@ Status Gateway::Impl::OpenTls() {
     }
     tls_contexts.push_back(*std::move(tls));
     if (up.tls.insecure_skip_verify) {
-      *log << "fusebox gateway: WARNING: upstream " << up.name
-           << ": tls.insecure_skip_verify is true: its certificate and host name are NOT "
-              "verified; anyone on the path can impersonate it"
-           << std::endl;
+      LogLine("fusebox gateway: WARNING: upstream " + up.name +
+              ": tls.insecure_skip_verify is true: its certificate and host name are NOT "
+              "verified; anyone on the path can impersonate it");
     }
   }
   return Status();

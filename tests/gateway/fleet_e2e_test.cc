@@ -30,6 +30,7 @@
 #include "apps/gateway/gateway.h"
 #include "apps/gateway/http_client.h"
 #include "fusebox/testing/manual_clock.h"
+#include "tests/gateway/e2e_support.h"
 #include "tests/redis/redis_server.h"
 
 namespace fusebox::gateway {
@@ -127,21 +128,11 @@ class FleetE2eTest : public ::testing::Test {
     return gw ? std::move(*gw) : nullptr;
   }
 
-  static HttpReply Get(Gateway& gw, const std::string& target) {
-    Result<HttpReply> reply = HttpFetch(gw.address(), "GET", target);
-    EXPECT_TRUE(reply.has_value()) << reply.error().message();
-    return reply ? *reply : HttpReply{};
-  }
+  static HttpReply Get(Gateway& gw, const std::string& target) { return e2e::Get(gw, target); }
 
   static HttpReply Admin(Gateway& gw, const std::string& method, const std::string& target,
                          const std::string& body = "") {
-    Result<HttpReply> reply =
-        HttpFetch(gw.address(), method, target,
-                  {.headers = {{"Authorization", std::string("Bearer ") + kToken},
-                               {"Content-Type", "application/json"}},
-                   .body = body});
-    EXPECT_TRUE(reply.has_value()) << reply.error().message();
-    return reply ? *reply : HttpReply{};
+    return e2e::Admin(gw, kToken, method, target, body);
   }
 
   // /readyz as (status, body); the body is always an object (empty when the
@@ -175,15 +166,13 @@ class FleetE2eTest : public ::testing::Test {
     return Json();
   }
 
-  std::int64_t RedisPttl(const std::string& key) {
-    auto conn = redis_->Connect();
-    if (!conn) return -3;
-    return redis::testing::Pttl(**conn, key);
-  }
+  std::int64_t RedisPttl(const std::string& key) { return e2e::RedisPttl(*redis_, key); }
 
   testing::ManualClock clock_;
   testing::ManualClock upstream_clock_;
-  std::ostringstream log_;
+  // Both instances write here (and the test reads): under a lock.
+  e2e::LockedLog log_buf_;
+  std::ostream log_{&log_buf_};
   std::unique_ptr<RedisServer> redis_;
   std::unique_ptr<FakeUpstream> upstream_;
   std::filesystem::path dir_;

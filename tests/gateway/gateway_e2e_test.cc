@@ -34,6 +34,7 @@
 #include "apps/gateway/gateway.h"
 #include "apps/gateway/http_client.h"
 #include "fusebox/testing/manual_clock.h"
+#include "tests/gateway/e2e_support.h"
 #include "tests/redis/redis_server.h"
 
 namespace fusebox::gateway {
@@ -47,34 +48,6 @@ using redis::testing::PollUntil;
 using redis::testing::RedisServer;
 
 constexpr char kToken[] = "e2e-admin-token";
-
-// A log that several gateways' threads write at once (each piece under a
-// lock), read while they run.
-class LockedLog final : public std::streambuf {
- public:
-  std::string str() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return text_;
-  }
-
- protected:
-  int_type overflow(int_type c) override {
-    if (c != traits_type::eof()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      text_ += static_cast<char>(c);
-    }
-    return c;
-  }
-  std::streamsize xsputn(const char* s, std::streamsize n) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    text_.append(s, static_cast<std::size_t>(n));
-    return n;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::string text_;
-};
 
 // Generous: CI machines are loaded (a 5 s poll once failed there).
 constexpr Duration kPatience = std::chrono::seconds(30);
@@ -202,21 +175,11 @@ class GatewayE2eTest : public ::testing::Test {
                     .ok());
   }
 
-  static HttpReply Get(Gateway& gw, const std::string& target) {
-    Result<HttpReply> reply = HttpFetch(gw.address(), "GET", target);
-    EXPECT_TRUE(reply.has_value()) << reply.error().message();
-    return reply ? *reply : HttpReply{};
-  }
+  static HttpReply Get(Gateway& gw, const std::string& target) { return e2e::Get(gw, target); }
 
   static HttpReply Admin(Gateway& gw, const std::string& method, const std::string& target,
                          const std::string& body = "") {
-    Result<HttpReply> reply =
-        HttpFetch(gw.address(), method, target,
-                  {.headers = {{"Authorization", std::string("Bearer ") + kToken},
-                               {"Content-Type", "application/json"}},
-                   .body = body});
-    EXPECT_TRUE(reply.has_value()) << reply.error().message();
-    return reply ? *reply : HttpReply{};
+    return e2e::Admin(gw, kToken, method, target, body);
   }
 
   // The state of breaker `name` as `gw` reports it ("" when absent).
@@ -249,11 +212,7 @@ class GatewayE2eTest : public ::testing::Test {
     ASSERT_TRUE(PollUntil([&] { return RedisMicros() >= start + 2000; }));
   }
 
-  std::int64_t RedisPttl(const std::string& key) {
-    auto conn = redis_->Connect();
-    if (!conn) return -3;
-    return redis::testing::Pttl(**conn, key);
-  }
+  std::int64_t RedisPttl(const std::string& key) { return e2e::RedisPttl(*redis_, key); }
 
   // The audit log lines of `instance` whose "action" is `action`.
   std::vector<Json> AuditLines(const std::string& instance, const std::string& action) {
@@ -268,7 +227,7 @@ class GatewayE2eTest : public ::testing::Test {
 
   testing::ManualClock clock_;
   testing::ManualClock upstream_clock_;
-  LockedLog log_buf_;
+  e2e::LockedLog log_buf_;
   std::ostream log_{&log_buf_};
   std::unique_ptr<RedisServer> redis_;
   std::unique_ptr<FakeUpstream> upstream_;
@@ -713,7 +672,7 @@ TEST_F(GatewayE2eTest, ACircuitTransitionIsAJsonLineOnTheLog) {
 TEST_F(GatewayE2eTest, AWrongRedisPasswordIsLoggedWithoutThePassword) {
   auto locked = RedisServer::Start({.password = "the-right-one"});
   ASSERT_TRUE(locked.has_value()) << locked.error().message();
-  LockedLog buf;
+  e2e::LockedLog buf;
   std::ostream log(&buf);
   std::unique_ptr<Gateway> gw = StartGateway(
       "gw-auth", true,

@@ -289,12 +289,26 @@ class Session : public std::enable_shared_from_this<Session> {
     // segment: parse what is buffered first, as http::async_read would, and
     // go asynchronous (under read_timeout) only for the rest.
     parser_->eager(false);
+    header_bytes_ = 0;
+    ReadHeader();
+  }
+
+  // The header section, from what is buffered, then read under read_timeout
+  // while more is needed. Not http::async_read_header: Beast (1.74) applies
+  // header_limit only while it waits for the end of the section, and to what
+  // follows the request line as if that were the whole, so a section that
+  // ends within one read passes at any size and one that never ends is read
+  // until read_timeout; ParseBuffered measures line and section itself.
+  void ReadHeader() {
     if (!ParseBuffered([this] { return parser_->is_header_done(); })) return;
     if (parser_->is_header_done()) return OnHeader({});
     ArmReadDeadline();
-    http::async_read_header(
-        stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnHeader(ec); });
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->buffer_.commit(n);
+                              if (ec) return self->OnHeader(ec);
+                              self->ReadHeader();
+                            });
   }
 
   // Puts what is buffered into the parser until `enough()` or it needs more
@@ -303,8 +317,19 @@ class Session : public std::enable_shared_from_this<Session> {
   bool ParseBuffered(Enough enough) {
     while (!enough() && buffer_.size() > 0) {
       beast::error_code ec;
+      const bool in_header = !parser_->is_header_done();
       const std::size_t used = parser_->put(buffer_.data(), ec);
       buffer_.consume(used);
+      if (in_header) {
+        // The request line and header section: what the parser took, and,
+        // while it waits for the section's end, all that is buffered.
+        header_bytes_ += used;
+        const std::size_t pending = parser_->is_header_done() ? 0 : buffer_.size();
+        if ((!ec || ec == http::error::need_more) &&
+            header_bytes_ + pending > ctx_.config->limits.max_header_bytes) {
+          ec = http::error::header_limit;
+        }
+      }
       if (ec == http::error::need_more) break;
       if (ec) {
         OnRead(ec);
@@ -596,6 +621,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // The request being read has its read_timeout running.
   bool deadline_armed_ = false;
   beast::flat_buffer buffer_;
+  // Bytes of the current request's line and header section parsed so far.
+  std::size_t header_bytes_ = 0;
   std::optional<http::request_parser<http::string_body>> parser_;
   // The response being written.
   std::string out_;

@@ -179,7 +179,7 @@ auto TransitionKey(const TransitionCount& t) {
 
 struct MetricsCollector::Core {
   Core(MetricsCollectorOptions o, std::shared_ptr<const std::vector<Duration>> b)
-      : options(std::move(o)), bounds(std::move(b)) {}
+      : options(o), bounds(std::move(b)) {}
 
   const MetricsCollectorOptions options;
   // The histogram's bucket bounds, shared by every timer; null without.
@@ -267,7 +267,7 @@ MetricsCollector::MetricsCollector(MetricsCollectorOptions options)
           bounds = std::make_shared<const std::vector<Duration>>(PercentileHistogramBuckets(
               options.timer.minimum_expected_value, options.timer.maximum_expected_value));
         }
-        return std::make_shared<Core>(std::move(options), std::move(bounds));
+        return std::make_shared<Core>(options, std::move(bounds));
       }()) {}
 
 MetricsCollector::~MetricsCollector() = default;

@@ -22,6 +22,7 @@
 #ifndef FUSEBOX_CALL_TIMER_H_
 #define FUSEBOX_CALL_TIMER_H_
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -98,7 +99,7 @@ struct CallTimerSample {
   // (cumulative, one entry per bound, then +Inf: the count), and the sum of
   // their durations. Null and empty without.
   std::shared_ptr<const std::vector<Duration>> bounds;
-  std::vector<std::uint64_t> cumulative[3];
+  std::array<std::vector<std::uint64_t>, 3> cumulative;
   Duration sum[3] = {Duration::zero(), Duration::zero(), Duration::zero()};
 };
 

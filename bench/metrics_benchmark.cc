@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "fusebox/metrics.h"
 #include "fusebox/observer.h"
@@ -126,16 +127,35 @@ void BM_Metrics_CallWithoutListener(benchmark::State& state) {
 }
 BENCHMARK(BM_Metrics_CallWithoutListener);
 
+// A breaker attached to a collector made with `options`, never destroyed
+// (shared by the benchmark's threads).
+CircuitBreaker* AttachedBreaker(MetricsCollectorOptions options) {
+  auto* metrics = new MetricsCollector(std::move(options));
+  CircuitBreaker* b = CircuitBreaker::Create("observed", {})->release();
+  metrics->Attach(*b);
+  return b;
+}
+
+// The collector's listener without the call timer (time_calls = false).
 void BM_Metrics_CallWithListener(benchmark::State& state) {
-  static MetricsCollector* metrics = new MetricsCollector();
-  static auto* breaker = [] {
-    CircuitBreaker* b = CircuitBreaker::Create("observed", {})->release();
-    metrics->Attach(*b);
-    return b;
-  }();
+  static CircuitBreaker* breaker = AttachedBreaker({.time_calls = false});
   for (auto _ : state) breaker->TryAcquire()->Success(milliseconds(1));
 }
 BENCHMARK(BM_Metrics_CallWithListener);
+
+// The default collector: listener and call timer (the decaying _max).
+void BM_Metrics_CallTimed(benchmark::State& state) {
+  static CircuitBreaker* breaker = AttachedBreaker({});
+  for (auto _ : state) breaker->TryAcquire()->Success(milliseconds(1));
+}
+BENCHMARK(BM_Metrics_CallTimed)->ThreadRange(1, 2);
+
+// With histogram buckets too.
+void BM_Metrics_CallTimedHistogram(benchmark::State& state) {
+  static CircuitBreaker* breaker = AttachedBreaker({.timer = {.percentiles_histogram = true}});
+  for (auto _ : state) breaker->TryAcquire()->Success(milliseconds(1));
+}
+BENCHMARK(BM_Metrics_CallTimedHistogram)->ThreadRange(1, 2);
 
 }  // namespace
 }  // namespace fusebox

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "circuit_breaker_core.h"
+#include "fusebox/call_timer.h"
 
 namespace fusebox {
 namespace {
@@ -130,6 +131,21 @@ CircuitBreaker::~CircuitBreaker() {
   core_->CancelTimerLocked(core_->half_open_timer);
   core_->CancelTimerLocked(core_->override_timer);
   delete core_->listeners.load(std::memory_order_relaxed);
+}
+
+bool CircuitBreaker::SetCallTimer(std::shared_ptr<CallTimer> timer) {
+  if (timer == nullptr) return false;
+  CallTimer* expected = nullptr;
+  // Only the thread that wins this exchange writes the owner.
+  if (!call_timer_.compare_exchange_strong(expected, timer.get(), std::memory_order_acq_rel)) {
+    return false;
+  }
+  call_timer_owner_ = std::move(timer);
+  return true;
+}
+
+void CircuitBreaker::RecordCallTime(CallTimer& timer, OutcomeKind kind, Duration d) noexcept {
+  timer.Record(kind, d);
 }
 
 CircuitBreaker::Core::Core(CircuitBreaker& breaker, const CircuitBreakerConfig& c)

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <map>
 #include <tuple>
 
@@ -177,6 +178,12 @@ auto TransitionKey(const TransitionCount& t) {
 }  // namespace
 
 struct MetricsCollector::Core {
+  Core(MetricsCollectorOptions o, std::shared_ptr<const std::vector<Duration>> b)
+      : options(o), bounds(std::move(b)) {}
+
+  const MetricsCollectorOptions options;
+  // The histogram's bucket bounds, shared by every timer; null without.
+  const std::shared_ptr<const std::vector<Duration>> bounds;
   mutable internal::Mutex mu;
   SeriesTable series FUSEBOX_GUARDED_BY(mu);
   std::map<std::string, const Bulkhead*, std::less<>> bulkheads FUSEBOX_GUARDED_BY(mu);
@@ -250,7 +257,18 @@ bool EraseNamed(Map& map, std::string_view name) {
 
 }  // namespace
 
-MetricsCollector::MetricsCollector() : core_(std::make_shared<Core>()) {}
+MetricsCollector::MetricsCollector() : MetricsCollector(MetricsCollectorOptions{}) {}
+
+MetricsCollector::MetricsCollector(MetricsCollectorOptions options)
+    : core_([&] {
+        assert(ValidateCallTimerOptions(options.timer).ok() && "invalid CallTimerOptions");
+        std::shared_ptr<const std::vector<Duration>> bounds;
+        if (options.time_calls && options.timer.percentiles_histogram) {
+          bounds = std::make_shared<const std::vector<Duration>>(PercentileHistogramBuckets(
+              options.timer.minimum_expected_value, options.timer.maximum_expected_value));
+        }
+        return std::make_shared<Core>(options, std::move(bounds));
+      }()) {}
 
 MetricsCollector::~MetricsCollector() = default;
 
@@ -259,6 +277,10 @@ void MetricsCollector::Attach(CircuitBreaker& breaker) {
   {
     internal::MutexLock lock(&core_->mu);
     if (!core_->series.Insert(&breaker, series)) return;
+  }
+  if (core_->options.time_calls && breaker.call_timer() == nullptr) {
+    breaker.SetCallTimer(
+        std::make_shared<CallTimer>(breaker.clock(), core_->options.timer, core_->bounds));
   }
   if (breaker.state() == State::kOpen) {
     internal::MutexLock lock(&series->mu);
@@ -421,6 +443,10 @@ BreakerSample MetricsCollector::Sample(const CircuitBreaker& breaker) const {
   c.slow_successful = static_cast<std::uint64_t>(t.slow_successful_calls);
   c.slow_failed = static_cast<std::uint64_t>(t.slow_failed_calls);
   c.not_permitted = static_cast<std::uint64_t>(t.not_permitted_calls);
+  if (CallTimer* timer = breaker.call_timer()) {
+    c.timed = true;
+    c.timer = timer->Sample();
+  }
   if (series == nullptr) return sample;
   sample.observed = true;
   internal::MutexLock lock(&series->mu);

@@ -177,6 +177,36 @@ struct Group {
   }
 };
 
+// Same bucket bounds (one collector's timers share them).
+bool SameBounds(const CallTimerSample& a, const CallTimerSample& b) {
+  return a.bounds == b.bounds || (a.bounds && b.bounds && *a.bounds == *b.bounds);
+}
+
+// The maximum of the members' maxima; their histograms summed, those whose
+// bounds are not the first member's left out.
+void MergeTimer(BreakerCounters& c, const BreakerCounters& d) {
+  if (!d.timed) return;
+  CallTimerSample& t = c.timer;
+  const CallTimerSample& u = d.timer;
+  for (int k = 0; k < 3; ++k) t.max[k] = std::max(t.max[k], u.max[k]);
+  if (!c.timed) {
+    c.timed = true;
+    t.bounds = u.bounds;
+    for (int k = 0; k < 3; ++k) {
+      t.cumulative[k] = u.cumulative[k];
+      t.sum[k] = u.sum[k];
+    }
+    return;
+  }
+  if (!u.bounds || !SameBounds(t, u)) return;
+  for (int k = 0; k < 3; ++k) {
+    for (std::size_t i = 0; i < t.cumulative[k].size(); ++i) {
+      t.cumulative[k][i] += u.cumulative[k][i];
+    }
+    t.sum[k] += u.sum[k];
+  }
+}
+
 void Merge(Merged& g, const BreakerSample& s) {
   const CircuitBreakerMetrics& w = s.window;
   const int code = StateCode(w.state);
@@ -201,6 +231,7 @@ void Merge(Merged& g, const BreakerSample& s) {
   c.slow_failed += d.slow_failed;
   c.not_permitted += d.not_permitted;
   c.time_open += d.time_open;
+  MergeTimer(c, d);
   if (c.transitions.empty()) {
     c.transitions = d.transitions;
     return;
@@ -494,6 +525,77 @@ std::array<LineShape, 3> KindShapes(const Writer& w, std::string_view name) {
           w.Shape(name, RawLabelText("kind", kKinds[2]))};
 }
 
+// The call timer as Micrometer's Prometheus registry writes a Timer: a
+// summary (count and sum), or with buckets a histogram (buckets, count and
+// sum), then the decaying maximum as a gauge family of its own.
+void WriteCallTimes(Writer& w, const std::vector<Group>& groups) {
+  constexpr std::string_view kHelp = "Total number of calls by kind";
+  // The histogram's bounds: the first group's that has some. A group with
+  // other bounds (breakers timed by another collector) writes none.
+  const CallTimerSample* histogram = nullptr;
+  bool timed = false;
+  for (const Group& g : groups) {
+    timed = timed || g.counters().timed;
+    if (histogram == nullptr && g.counters().timer.bounds) histogram = &g.counters().timer;
+  }
+  w.Header("circuitbreaker_calls_seconds", histogram ? "histogram" : "summary", kHelp);
+  if (histogram != nullptr) {
+    // `le` last, as Prometheus' own clients write it: one shape per (kind,
+    // bound), the bounds in seconds.
+    const std::vector<Duration>& bounds = *histogram->bounds;
+    std::vector<LineShape> buckets;
+    buckets.reserve(3 * (bounds.size() + 1));
+    for (const char* kind : kKinds) {
+      for (std::size_t i = 0; i <= bounds.size(); ++i) {
+        std::string le = "+Inf";
+        if (i < bounds.size()) {
+          le.clear();
+          AppendValueLine(le, Seconds(bounds[i]));
+          le.pop_back();
+        }
+        buckets.push_back(w.Shape("circuitbreaker_calls_seconds_bucket", RawLabelText("kind", kind),
+                                  RawLabelText("le", le)));
+      }
+    }
+    const auto count = KindShapes(w, "circuitbreaker_calls_seconds_count");
+    const auto sum = KindShapes(w, "circuitbreaker_calls_seconds_sum");
+    for (const Group& g : groups) {
+      const BreakerCounters& c = g.counters();
+      // The histogram's own count and sum, so that count == the +Inf bucket.
+      const bool own = c.timer.bounds && SameBounds(c.timer, *histogram);
+      for (std::size_t k = 0; k < 3; ++k) {
+        if (own) {
+          const std::vector<std::uint64_t>& cumulative = c.timer.cumulative[k];
+          for (std::size_t i = 0; i < cumulative.size(); ++i) {
+            w.Line(buckets[k * (bounds.size() + 1) + i], g, cumulative[i]);
+          }
+          w.Line(count[k], g, cumulative.back());
+          w.Line(sum[k], g, Seconds(c.timer.sum[k]));
+        } else {
+          w.Line(count[k], g, c.calls[k]);
+          w.Line(sum[k], g, Seconds(c.call_duration[k]));
+        }
+      }
+    }
+  } else {
+    const auto count = KindShapes(w, "circuitbreaker_calls_seconds_count");
+    const auto sum = KindShapes(w, "circuitbreaker_calls_seconds_sum");
+    for (const Group& g : groups) {
+      for (std::size_t k = 0; k < 3; ++k) {
+        w.Line(count[k], g, g.counters().calls[k]);
+        w.Line(sum[k], g, Seconds(g.counters().call_duration[k]));
+      }
+    }
+  }
+  if (!timed) return;
+  w.Header("circuitbreaker_calls_seconds_max", "gauge", kHelp);
+  const auto max = KindShapes(w, "circuitbreaker_calls_seconds_max");
+  for (const Group& g : groups) {
+    if (!g.counters().timed) continue;
+    for (std::size_t k = 0; k < 3; ++k) w.Line(max[k], g, Seconds(g.counters().timer.max[k]));
+  }
+}
+
 // Resilience4j's Micrometer families (TaggedCircuitBreakerMetrics).
 void WriteResilience4jFamilies(Writer& w, const std::vector<Group>& groups) {
   w.Header("circuitbreaker_state", "gauge", "The states of the circuit breaker");
@@ -508,15 +610,7 @@ void WriteResilience4jFamilies(Writer& w, const std::vector<Group>& groups) {
     }
   }
 
-  w.Header("circuitbreaker_calls_seconds", "summary", "Total number of calls by kind");
-  const auto count = KindShapes(w, "circuitbreaker_calls_seconds_count");
-  const auto sum = KindShapes(w, "circuitbreaker_calls_seconds_sum");
-  for (const Group& g : groups) {
-    for (int k = 0; k < 3; ++k) {
-      w.Line(count[k], g, g.counters().calls[k]);
-      w.Line(sum[k], g, Seconds(g.counters().call_duration[k]));
-    }
-  }
+  WriteCallTimes(w, groups);
 
   w.Header("circuitbreaker_not_permitted_calls_total", "counter",
            "Total number of not permitted calls");
@@ -876,7 +970,8 @@ void AppendPrometheus(const MetricsSnapshot& snapshot, const PrometheusOptions& 
       4096 + 256 * (snapshot.bulkheads.size() + snapshot.rate_limiters.size() +
                     snapshot.thread_pool_bulkheads.size() + 4 * snapshot.retries.size());
   for (const Group& g : groups) {
-    const std::size_t lines = 36 + g.counters().transitions.size();
+    const std::size_t lines =
+        39 + g.counters().transitions.size() + 3 * g.counters().timer.cumulative[0].size();
     estimate += lines * (options.prefix.size() + constant.size() + g.name_label.size() + 96);
   }
   out.reserve(out.size() + estimate);

@@ -290,3 +290,147 @@ TEST(PrometheusConstantLabels, OnEveryLineOfEveryFamily) {
 
 }  // namespace
 }  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+// The families of one breaker's call timer, `from` the calls_seconds HELP
+// line up to the next family's.
+std::string CallTimerFamilies(const std::string& text) {
+  const std::size_t begin = text.find("# HELP resilience4j_circuitbreaker_calls_seconds ");
+  const std::size_t end = text.find("# HELP resilience4j_circuitbreaker_not_permitted");
+  return begin == std::string::npos || end == std::string::npos ? ""
+                                                                : text.substr(begin, end - begin);
+}
+
+// A breaker timed with buckets between 1 ms and 2 ms: a histogram family
+// (buckets cumulative, `le` last, count == +Inf, the timer's own sum), then
+// the decaying max as a gauge family; constant labels first.
+TEST(PrometheusCallTimer, WritesHistogramAndMaxFamiliesExactly) {
+  ManualClock clock;
+  auto metrics = std::make_shared<MetricsCollector>(
+      MetricsCollectorOptions{.timer = {.percentiles_histogram = true,
+                                        .minimum_expected_value = milliseconds(1),
+                                        .maximum_expected_value = milliseconds(2)}});
+  RegistryOptions options{.clock = &clock};
+  ObserveRegistry(options, {metrics});
+  auto registry = std::move(*Registry::Create(std::move(options)));
+  auto a = *registry->Get("a");
+  a->TryAcquire()->Success(std::chrono::microseconds(1500));
+  a->TryAcquire()->Success(milliseconds(1));
+  a->TryAcquire()->Failure(milliseconds(5));
+  PrometheusOptions prom;
+  prom.constant_labels = {{"application", "shop"}};
+  const std::string text = RenderPrometheus(metrics->Collect(*registry), prom);
+  const std::string expected =
+      R"(# HELP resilience4j_circuitbreaker_calls_seconds Total number of calls by kind
+# TYPE resilience4j_circuitbreaker_calls_seconds histogram
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="successful",name="a",le="0.001"} 1
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="successful",name="a",le="0.001048576"} 1
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="successful",name="a",le="0.001398101"} 1
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="successful",name="a",le="0.001747626"} 2
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="successful",name="a",le="0.002"} 2
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="successful",name="a",le="+Inf"} 2
+resilience4j_circuitbreaker_calls_seconds_count{application="shop",kind="successful",name="a"} 2
+resilience4j_circuitbreaker_calls_seconds_sum{application="shop",kind="successful",name="a"} 0.0025
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="failed",name="a",le="0.001"} 0
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="failed",name="a",le="0.001048576"} 0
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="failed",name="a",le="0.001398101"} 0
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="failed",name="a",le="0.001747626"} 0
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="failed",name="a",le="0.002"} 0
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="failed",name="a",le="+Inf"} 1
+resilience4j_circuitbreaker_calls_seconds_count{application="shop",kind="failed",name="a"} 1
+resilience4j_circuitbreaker_calls_seconds_sum{application="shop",kind="failed",name="a"} 0.005
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="ignored",name="a",le="0.001"} 0
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="ignored",name="a",le="0.001048576"} 0
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="ignored",name="a",le="0.001398101"} 0
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="ignored",name="a",le="0.001747626"} 0
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="ignored",name="a",le="0.002"} 0
+resilience4j_circuitbreaker_calls_seconds_bucket{application="shop",kind="ignored",name="a",le="+Inf"} 0
+resilience4j_circuitbreaker_calls_seconds_count{application="shop",kind="ignored",name="a"} 0
+resilience4j_circuitbreaker_calls_seconds_sum{application="shop",kind="ignored",name="a"} 0
+# HELP resilience4j_circuitbreaker_calls_seconds_max Total number of calls by kind
+# TYPE resilience4j_circuitbreaker_calls_seconds_max gauge
+resilience4j_circuitbreaker_calls_seconds_max{application="shop",kind="successful",name="a"} 0.0015
+resilience4j_circuitbreaker_calls_seconds_max{application="shop",kind="failed",name="a"} 0.005
+resilience4j_circuitbreaker_calls_seconds_max{application="shop",kind="ignored",name="a"} 0
+)";
+  EXPECT_EQ(CallTimerFamilies(text), expected);
+  ExpectNoDuplicateSeries(text);
+  // A minute later the max has decayed on the registry's clock; the
+  // histogram, a set of counters, has not.
+  clock.Advance(seconds(60));
+  const std::string later = RenderPrometheus(metrics->Collect(*registry), prom);
+  EXPECT_THAT(later, HasSubstr("resilience4j_circuitbreaker_calls_seconds_max{application=\"shop\","
+                               "kind=\"successful\",name=\"a\"} 0\n"));
+  EXPECT_THAT(later, HasSubstr("resilience4j_circuitbreaker_calls_seconds_bucket{application="
+                               "\"shop\",kind=\"successful\",name=\"a\",le=\"+Inf\"} 2\n"));
+}
+
+// Without the histogram: a summary and the max; with time_calls off: the
+// summary only.
+TEST(PrometheusCallTimer, DefaultIsSummaryAndMaxAndTimeCallsOffLeavesOutTheMax) {
+  ManualClock clock;
+  for (const bool timed : {true, false}) {
+    auto metrics = std::make_shared<MetricsCollector>(MetricsCollectorOptions{.time_calls = timed});
+    RegistryOptions options{.clock = &clock};
+    ObserveRegistry(options, {metrics});
+    auto registry = std::move(*Registry::Create(std::move(options)));
+    (*registry->Get("a"))->TryAcquire()->Success(milliseconds(3));
+    const std::string families = CallTimerFamilies(RenderPrometheus(metrics->Collect(*registry)));
+    std::string expected =
+        R"(# HELP resilience4j_circuitbreaker_calls_seconds Total number of calls by kind
+# TYPE resilience4j_circuitbreaker_calls_seconds summary
+resilience4j_circuitbreaker_calls_seconds_count{kind="successful",name="a"} 1
+resilience4j_circuitbreaker_calls_seconds_sum{kind="successful",name="a"} 0.003
+resilience4j_circuitbreaker_calls_seconds_count{kind="failed",name="a"} 0
+resilience4j_circuitbreaker_calls_seconds_sum{kind="failed",name="a"} 0
+resilience4j_circuitbreaker_calls_seconds_count{kind="ignored",name="a"} 0
+resilience4j_circuitbreaker_calls_seconds_sum{kind="ignored",name="a"} 0
+)";
+    if (timed) {
+      expected +=
+          R"(# HELP resilience4j_circuitbreaker_calls_seconds_max Total number of calls by kind
+# TYPE resilience4j_circuitbreaker_calls_seconds_max gauge
+resilience4j_circuitbreaker_calls_seconds_max{kind="successful",name="a"} 0.003
+resilience4j_circuitbreaker_calls_seconds_max{kind="failed",name="a"} 0
+resilience4j_circuitbreaker_calls_seconds_max{kind="ignored",name="a"} 0
+)";
+    }
+    EXPECT_EQ(families, expected) << "time_calls=" << timed;
+  }
+}
+
+// Aggregated under one name label: buckets, counts and sums added, the
+// highest member's max.
+TEST(PrometheusCallTimer, AggregationSumsBucketsAndTakesTheHighestMax) {
+  ManualClock clock;
+  auto metrics = std::make_shared<MetricsCollector>(
+      MetricsCollectorOptions{.timer = {.percentiles_histogram = true,
+                                        .minimum_expected_value = milliseconds(1),
+                                        .maximum_expected_value = milliseconds(1)}});
+  RegistryOptions options{.clock = &clock};
+  ObserveRegistry(options, {metrics});
+  auto registry = std::move(*Registry::Create(std::move(options)));
+  (*registry->Get("k:1"))->TryAcquire()->Success(milliseconds(1));
+  (*registry->Get("k:2"))->TryAcquire()->Success(milliseconds(7));
+  (*registry->Get("k:2"))->TryAcquire()->Success(milliseconds(2));
+  const std::string text =
+      RenderPrometheus(metrics->Collect(*registry), {.name_label = MaskKeySegments({1})});
+  for (const char* line : {
+           "resilience4j_circuitbreaker_calls_seconds_bucket{kind=\"successful\",name=\"k:*\","
+           "le=\"0.001\"} 1\n",
+           "resilience4j_circuitbreaker_calls_seconds_bucket{kind=\"successful\",name=\"k:*\","
+           "le=\"+Inf\"} 3\n",
+           "resilience4j_circuitbreaker_calls_seconds_count{kind=\"successful\",name=\"k:*\"} 3\n",
+           "resilience4j_circuitbreaker_calls_seconds_sum{kind=\"successful\",name=\"k:*\"} 0.01\n",
+           "resilience4j_circuitbreaker_calls_seconds_max{kind=\"successful\",name=\"k:*\"} "
+           "0.007\n",
+       }) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+  ExpectNoDuplicateSeries(text);
+}
+
+}  // namespace
+}  // namespace fusebox

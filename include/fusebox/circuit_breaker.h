@@ -174,6 +174,9 @@ enum class OutcomeOrder : std::uint8_t {
 
 enum class OutcomeKind : std::uint8_t { kSuccess, kFailure, kIgnored };
 
+// The durations of a breaker's calls (fusebox/call_timer.h).
+class CallTimer;
+
 std::string_view OutcomeKindName(OutcomeKind kind) noexcept;
 
 // What a finished call means to a breaker.
@@ -605,6 +608,14 @@ class CircuitBreaker {
   // wants.
   void Observe(CircuitBreakerMetrics& metrics, CircuitBreakerTotals& totals) const;
 
+  // The timer every call's duration is recorded into from now on (a
+  // MetricsCollector sets one when it attaches the breaker). Set once: false,
+  // and nothing changes, when a timer is set already. Without one a call costs
+  // a load and a branch more.
+  bool SetCallTimer(std::shared_ptr<CallTimer> timer);
+  // The timer set, or nullptr.
+  CallTimer* call_timer() const noexcept { return call_timer_.load(std::memory_order_acquire); }
+
   // True when the registry may drop this breaker: CLOSED (or DISABLED) with no
   // failure and no slow call in its window and no override in force.
   bool IsQuiescent() const;
@@ -646,6 +657,8 @@ class CircuitBreaker {
   bool StripeSuccess() noexcept;
   bool RecordClosedSuccess(std::uint64_t word) noexcept;
   void CountOutcome(OutcomeKind kind, Duration d) noexcept;
+  // timer.Record(kind, d), out of line (CallTimer is incomplete here).
+  static void RecordCallTime(CallTimer& timer, OutcomeKind kind, Duration d) noexcept;
   void DeferSuccess() noexcept;
   bool DeferFailure(std::uint32_t epoch, Duration d) noexcept;
   bool DeferFailureToLog(std::uint64_t word) noexcept;
@@ -690,6 +703,10 @@ class CircuitBreaker {
   // OutcomeOrder::kRelaxed only: each owned slot's deferred failures, on
   // lines of their own (src/relaxed_outcome_log.h). Null otherwise.
   const std::unique_ptr<internal::RelaxedOutcomeLog> relaxed_log_;
+  // SetCallTimer(): read on every call, written once; call_timer_owner_
+  // keeps it alive as long as the breaker.
+  std::atomic<CallTimer*> call_timer_{nullptr};
+  std::shared_ptr<CallTimer> call_timer_owner_;
 
   // Everything else: the windows, half-open bookkeeping, listeners, timers.
   const std::unique_ptr<Core> core_;
@@ -770,6 +787,9 @@ inline void CircuitBreaker::CountOutcome(OutcomeKind kind, Duration d) noexcept 
   internal::AddToSlot(c.calls[k], slot, 1);
   if (d > Duration::zero())
     internal::AddToSlot(c.call_ns[k], slot, static_cast<std::uint64_t>(d.count()));
+  if (CallTimer* timer = call_timer_.load(std::memory_order_acquire)) {
+    RecordCallTime(*timer, kind, d);
+  }
 }
 
 inline void Permit::Release() noexcept {

@@ -10,6 +10,7 @@
 #include "fusebox/backoff.h"          // IWYU pragma: export
 #include "fusebox/bulkhead.h"         // IWYU pragma: export
 #include "fusebox/call_kind.h"        // IWYU pragma: export
+#include "fusebox/call_timer.h"       // IWYU pragma: export
 #include "fusebox/circuit_breaker.h"  // IWYU pragma: export
 #include "fusebox/clock.h"            // IWYU pragma: export
 #include "fusebox/config_names.h"     // IWYU pragma: export

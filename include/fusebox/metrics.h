@@ -25,9 +25,11 @@
 //   ...
 //   std::string text = fusebox::RenderPrometheus(metrics->Collect(*registry));
 //
-// Cost per call: none. The listener wants transitions only
+// Cost per call: the listener wants transitions only
 // (CircuitBreakerListener::interests()), so the breaker keeps its fast paths;
-// the call counts are the breaker's own. docs/observability.md gives the
+// the call counts are the breaker's own. Only the CallTimer
+// (MetricsCollectorOptions::time_calls, on by default) costs a coarse clock
+// read and a few atomic loads per call. docs/observability.md gives the
 // figures.
 //
 // A breaker's series live as long as the breaker: the listener notices when
@@ -50,6 +52,7 @@
 #include <vector>
 
 #include "fusebox/bulkhead.h"
+#include "fusebox/call_timer.h"
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/clock.h"
 #include "fusebox/internal/mutex.h"
@@ -102,6 +105,11 @@ struct BreakerCounters {
   Duration time_open = Duration::zero();
   // Sorted by (from, to, reason).
   std::vector<TransitionCount> transitions;
+  // The breaker's CallTimer (set by a collector's Attach): the decaying
+  // maximum of the call durations and, with the histogram, its buckets. False,
+  // zero and empty without one.
+  bool timed = false;
+  CallTimerSample timer;
 };
 
 // One breaker in a snapshot.
@@ -222,9 +230,21 @@ internal::PolicyReturn<F> CountedExecute(Retry& retry, RetryCounters& counters, 
 // top of this file). Share it (std::shared_ptr) with ObserveRegistry.
 //
 // Thread-safe.
+struct MetricsCollectorOptions {
+  // Time every call of the breakers attached (CallTimer): the
+  // `_calls_seconds_max` gauges and, with timer.percentiles_histogram, the
+  // `_calls_seconds_bucket` histogram. Costs a coarse clock read and a few
+  // atomic loads per call (docs/performance.md). Default: true.
+  bool time_calls = true;
+  // Default: Micrometer's (max over 1 min in 3 buffers, no histogram).
+  CallTimerOptions timer{};
+};
+
 class MetricsCollector final : public BreakerObserver {
  public:
   MetricsCollector();
+  // Options assumed valid (ValidateCallTimerOptions; asserted).
+  explicit MetricsCollector(MetricsCollectorOptions options);
   ~MetricsCollector() override;
 
   MetricsCollector(const MetricsCollector&) = delete;
@@ -233,6 +253,9 @@ class MetricsCollector final : public BreakerObserver {
   // Starts counting `breaker`'s calls and transitions (adds a listener). A
   // second Attach() of the same breaker does nothing. A breaker already OPEN
   // starts its OPEN time now.
+  // With options.time_calls, gives the breaker a CallTimer on its Clock
+  // unless it has one (the first collector attached chooses the buckets;
+  // every collector reports the breaker's timer).
   void Attach(CircuitBreaker& breaker) override;
   // Counts the registry's events (ObserveRegistry forwards them).
   void OnRegistryEvent(const RegistryEvent& event) override;

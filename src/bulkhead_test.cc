@@ -149,6 +149,27 @@ TEST_F(BulkheadTest, WaitingCallersAreBounded) {
   waiter.join();
 }
 
+// docs/policies.md: max_waiting_calls defaults to 25. 25 callers wait; the
+// 26th is refused at once; the clock ends the 25 waits.
+TEST_F(BulkheadTest, TwentyFiveCallersMayWaitByDefault) {
+  BulkheadOptions o;
+  o.max_concurrent_calls = 1;
+  o.max_wait_duration = 1s;
+  auto bulkhead = Make(o);
+  Result<BulkheadPermit> held = bulkhead->TryAcquire();
+  ASSERT_TRUE(held.has_value());
+  std::vector<std::thread> waiters;
+  waiters.reserve(25);
+  for (int i = 0; i < 25; ++i) waiters.emplace_back([&] { (void)bulkhead->Acquire(); });
+  AwaitWaiters(*bulkhead, 25);
+  Result<BulkheadPermit> refused = bulkhead->Acquire();
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().reason(), "too_many_waiting");
+  clock_.Advance(1s);
+  for (std::thread& t : waiters) t.join();
+  EXPECT_EQ(bulkhead->waiting_calls(), 0);
+}
+
 // Several threads hammer one bulkhead with TryAcquire: the number of holders
 // never exceeds the limit, and every slot comes back.
 TEST_F(BulkheadTest, ConcurrentHoldersNeverExceedTheLimit) {

@@ -237,6 +237,36 @@ TEST_F(RetryTest, RetryAfterBeyondMaxRetryAfterEndsTheLoop) {
   EXPECT_EQ(clock_.Now(), kEpoch + 5s);
 }
 
+// docs/policies.md, the defaults: our own guards' refusals (kBulkheadFull,
+// kRateLimited) and failures other than kUnavailable and kTimeout are returned
+// as they are; a Retry-After of up to one minute is waited for, a longer one
+// ends the loop.
+TEST_F(RetryTest, DefaultsLeaveOurGuardsAloneAndWaitForHintsUpToAMinute) {
+  auto retry = Make({});
+  for (const Status& once :
+       {Status::Rejected(StatusCode::kBulkheadFull, "bulkhead_full"),
+        Status::Rejected(StatusCode::kRateLimited, "rate_limited", kEpoch + 1s),
+        Status(StatusCode::kInvalidArgument, "bad"), Status(StatusCode::kInternal, "bug")}) {
+    attempts_.clear();
+    Result<int> r = retry->Execute(Dependency({once}));
+    ASSERT_FALSE(r.has_value()) << once;
+    EXPECT_EQ(r.error().code(), once.code());
+    EXPECT_EQ(attempts_.size(), 1u) << once;
+  }
+  EXPECT_EQ(clock_.Now(), kEpoch);
+  attempts_.clear();
+  const Status minute = Status::Rejected(StatusCode::kUnavailable, "429", kEpoch + 1min);
+  EXPECT_TRUE(retry->Execute(Dependency({minute})).has_value());
+  EXPECT_THAT(attempts_, ElementsAre(0ns, 1min));
+  attempts_.clear();
+  const TimePoint now = clock_.Now();
+  const Status longer = Status::Rejected(StatusCode::kUnavailable, "429", now + 1min + 1ns);
+  Result<int> r = retry->Execute(Dependency({longer}));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_THAT(std::string(r.error().message()), HasSubstr("(max_retry_after)"));
+  EXPECT_EQ(clock_.Now(), now);
+}
+
 TEST_F(RetryTest, TimeBudgetBoundary) {
   const std::vector<Status> failing(10, Unavailable());
   // A retry that starts exactly at the end of the budget is still made.

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <future>
 #include <latch>
 #include <memory>
@@ -293,6 +294,68 @@ TEST(StaleIfErrorReader, AStoreThatCannotLookIsReportedNotTakenForAMiss) {
   auto r = reader->Read("k", [] { return Result<std::string>(std::string("v")); });
   ASSERT_TRUE(r);
   EXPECT_EQ(r->store_error.code(), StatusCode::kUnavailable);
+}
+
+// --- The defaults docs/stale_cache.md promises ----------------------------------
+
+// fresh_for 60 s and max_stale_age 24 h when not set, both boundaries inclusive.
+TEST(StaleIfErrorReader, DefaultsAreFreshFor60sAndStaleUpTo24h) {
+  testing::ManualClock clock;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto store, MemorySnapshotStore::Create({.clock = &clock}));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto reader, StaleIfErrorReader::Create({.store = store.get()}));
+  int calls = 0;
+  Result<std::string> next = std::string("v1");
+  auto fetch = [&]() -> Result<std::string> {
+    ++calls;
+    return next;
+  };
+  ASSERT_TRUE(reader->Read("k", fetch));
+  clock.Advance(seconds(60));
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(CachedRead fresh, reader->Read("k", fetch));
+  EXPECT_EQ(fresh.source, ReadSource::kFreshSnapshot);
+  EXPECT_EQ(calls, 1);
+  clock.Advance(nanoseconds(1));
+  next = Status(StatusCode::kUnavailable, "down");
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(CachedRead refreshed, reader->Read("k", fetch));
+  EXPECT_EQ(refreshed.source, ReadSource::kStaleSnapshot);
+  EXPECT_EQ(calls, 2);
+  clock.Advance(hours(24) - seconds(60) - nanoseconds(1));  // exactly 24 h old
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(CachedRead oldest, reader->Read("k", fetch));
+  EXPECT_TRUE(oldest.stale);
+  EXPECT_EQ(oldest.age, hours(24));
+  clock.Advance(nanoseconds(1));
+  auto past = reader->Read("k", fetch);
+  ASSERT_FALSE(past);
+  EXPECT_EQ(past.error().code(), StatusCode::kUnavailable);
+  // max_stale_age may equal fresh_for (">= fresh_for").
+  EXPECT_TRUE(StaleIfErrorReader::Create(
+                  {.store = store.get(), .fresh_for = seconds(5), .max_stale_age = seconds(5)})
+                  .has_value());
+}
+
+// max_entries 10000 when not set: the 10001st snapshot evicts the least recent.
+TEST(MemorySnapshotStore, HoldsTenThousandEntriesByDefault) {
+  testing::ManualClock clock;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto store, MemorySnapshotStore::Create({.clock = &clock}));
+  for (int i = 0; i < 10000; ++i) ASSERT_TRUE(store->Put("k" + std::to_string(i), "v").ok());
+  EXPECT_EQ(store->size(), 10000u);
+  EXPECT_TRUE(Holds(*store, "k0"));  // "k1" is now the least recently used.
+  ASSERT_TRUE(store->Put("k10000", "v").ok());
+  EXPECT_EQ(store->size(), 10000u);
+  EXPECT_TRUE(Holds(*store, "k0"));
+  EXPECT_FALSE(Holds(*store, "k1"));
+}
+
+// max_bytes 64 MiB when not set, counting the key's bytes with the value's.
+TEST(MemorySnapshotStore, HoldsUpTo64MiBByDefault) {
+  testing::ManualClock clock;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto store, MemorySnapshotStore::Create({.clock = &clock}));
+  constexpr std::size_t kMiB64 = std::size_t{64} << 20;
+  ASSERT_TRUE(store->Put("k", std::string(kMiB64 - 1, 'x')).ok());
+  EXPECT_EQ(store->bytes(), kMiB64);
+  const Status over = store->Put("j", std::string(kMiB64, 'x'));
+  EXPECT_EQ(over.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Holds(*store, "k"));
 }
 
 // --- MemorySnapshotStore bounds and TieredSnapshotStore -------------------------

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <latch>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -644,6 +645,67 @@ TEST_F(RedisSharedStateTest, AnOverrideReachesEveryInstanceAndANewOneFindsIt) {
       PollUntil([&] { return ba->state() == State::kClosed && bc->state() == State::kClosed; }));
   b->Flush();
   EXPECT_EQ(Pttl(*raw_, "fusebox:v1:{" + std::string(kCircuit) + "}:override"), -2);
+}
+
+// docs/distributed.md: the defaults an operator relies on, and that they reach
+// the store's own breaker: 3 failed commands in a row stop all traffic for 5 s;
+// PING after 1 s of silence; connect 500 ms, command 250 ms; a probe lease of
+// 30 s.
+TEST_F(RedisSharedStateTest, TheDocumentedDefaultsReachTheStoresBreaker) {
+  const SharedStateOptions defaults;
+  EXPECT_EQ(defaults.failure_threshold, 3);
+  EXPECT_EQ(defaults.down_for, seconds(5));
+  EXPECT_EQ(defaults.heartbeat, seconds(1));
+  EXPECT_EQ(ConnectionOptions{}.connect_timeout, milliseconds(500));
+  EXPECT_EQ(ConnectionOptions{}.command_timeout, milliseconds(250));
+  EXPECT_EQ(CircuitBreakerConfig{}.shared_probe_lease, seconds(30));
+  SharedStateOptions o;
+  o.connection.port = server_->port();
+  auto store = Store(o);
+  ASSERT_NE(store, nullptr);
+  const CircuitBreakerConfig& c = store->store_breaker().config();
+  EXPECT_EQ(c.consecutive_failure_threshold, 3);
+  EXPECT_EQ(c.wait_duration_in_open_state, seconds(5));
+}
+
+// docs/distributed.md: ListFleet answers at most `max` circuits and never more
+// than kMaxFleetCircuits (1,000), saying `truncated` when a bound came first;
+// each circuit is read (OPEN, with its time left).
+TEST_F(RedisSharedStateTest, ListFleetIsBoundedByItsCapsAndSaysSo) {
+  auto store = Store();
+  ASSERT_NE(store, nullptr);
+  for (std::string_view c : {"a:1", "b:2", "c:3"}) {
+    ASSERT_TRUE(scripts_.Trip(*raw_, c, seconds(60), seconds(60), "test").has_value());
+  }
+  Result<FleetListing> all = store->ListFleet(10, seconds(30));
+  ASSERT_TRUE(all.has_value()) << all.error();
+  EXPECT_FALSE(all->truncated);
+  ASSERT_EQ(all->circuits.size(), 3u);
+  for (const FleetCircuit& c : all->circuits) {
+    EXPECT_EQ(c.view.state, ReadResult::State::kOpen) << c.circuit;
+    EXPECT_GT(c.view.remaining, seconds(30)) << c.circuit;
+  }
+  Result<FleetListing> two = store->ListFleet(2, seconds(30));
+  ASSERT_TRUE(two.has_value()) << two.error();
+  EXPECT_TRUE(two->truncated);
+  EXPECT_EQ(two->circuits.size(), 2u);
+  // 1,001 more circuits: 1,000 whatever `max` asks for.
+  const std::string_view bulk[] = {"EVAL",
+                                   "for i = 1, 1001 do "
+                                   "  local k = 'fusebox:v1:{bulk:' .. i .. '}' "
+                                   "  redis.call('SET', k .. ':open', '1', 'PX', 60000) "
+                                   "  redis.call('HSET', k .. ':trip', 'gen', '1') "
+                                   "  redis.call('PEXPIRE', k .. ':trip', 120000) "
+                                   "end return 1",
+                                   "0"};
+  Result<Reply> made = raw_->Command(bulk);
+  ASSERT_TRUE(made.has_value()) << made.error();
+  ASSERT_FALSE(made->is_error()) << made->str;
+  Result<FleetListing> capped = store->ListFleet(5000, seconds(60));
+  ASSERT_TRUE(capped.has_value()) << capped.error();
+  EXPECT_TRUE(capped->truncated);
+  EXPECT_EQ(capped->circuits.size(), RedisSharedState::kMaxFleetCircuits);
+  EXPECT_EQ(capped->circuits.size(), 1000u);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
 
 namespace fusebox::meta {
@@ -136,6 +137,51 @@ TEST(MetaClassify, KindNames) {
   EXPECT_EQ(KindName(Kind::kTransient), "transient");
   EXPECT_EQ(KindName(Kind::kAuthorization), "authorization");
   EXPECT_EQ(KindName(Kind::kInvalid), "invalid");
+}
+
+// docs/meta.md: the sets are exact. The neighbours of every default code and
+// subcode are invalid, so a widened range or an off-by-one fails here.
+TEST(MetaClassify, TheNeighboursOfEveryDefaultCodeAreInvalid) {
+  for (int code :
+       {3, 5, 16, 18, 31, 33, 612, 614, 79999, 80015, 9, 11, 101, 103, 189, 191, 199, 300}) {
+    EXPECT_EQ(Classify(Error(400, R"({"code":)" + std::to_string(code) + "}")).kind, Kind::kInvalid)
+        << code;
+  }
+  for (int sub : {457, 461, 462, 465, 466, 468, 491, 493}) {
+    EXPECT_EQ(
+        Classify(Error(400, R"({"code":100,"error_subcode":)" + std::to_string(sub) + "}")).kind,
+        Kind::kInvalid)
+        << sub;
+  }
+}
+
+// docs/meta.md: first match wins, in the order rate-limit, transient,
+// authorization, invalid.
+TEST(MetaClassify, TransientComesBeforeAuthorizationAndRateLimitBeforeBoth) {
+  EXPECT_EQ(Classify(Error(503, R"({"code":190,"error_subcode":463})")).kind, Kind::kTransient);
+  EXPECT_EQ(Classify(Error(408, R"({"code":10})")).kind, Kind::kTransient);
+  EXPECT_EQ(Classify(Error(401, R"({"code":17})")).kind, Kind::kRateLimit);
+  EXPECT_EQ(Classify(Error(403, R"({"code":1,"message":"Too many calls"})")).kind,
+            Kind::kRateLimit);
+  EXPECT_EQ(Classify(Error(502, R"({"code":1,"message":"request limit reached"})")).kind,
+            Kind::kRateLimit);
+  // A rate limit reports its recovery time; nothing else does.
+  EXPECT_EQ(Classify(Error(401, R"({"code":190})", {{"Retry-After", "30"}})).retry_after,
+            std::nullopt);
+  EXPECT_EQ(Classify(Error(400, R"({"code":100})", {{"Retry-After", "30"}})).retry_after,
+            std::nullopt);
+}
+
+// docs/meta.md: error bodies are read up to 1 MiB; a larger body has no codes.
+TEST(MetaClassify, ABodyOver1MiBHasNoCodes) {
+  const std::string head = R"({"error":{"code":4,"message":")";
+  const std::string tail = R"("}})";
+  std::string body = head + std::string((std::size_t{1} << 20) - head.size() - tail.size(), 'x');
+  body += tail;
+  ASSERT_EQ(body.size(), std::size_t{1} << 20);
+  EXPECT_EQ(Classify({.status = 400, .body = body}).kind, Kind::kRateLimit);
+  body.insert(head.size(), "x");
+  EXPECT_EQ(Classify({.status = 400, .body = body}).kind, Kind::kInvalid);
 }
 
 }  // namespace

@@ -324,6 +324,19 @@ TEST_F(ProviderCallTest, FromResponseMapsEachClass) {
   EXPECT_EQ(ConnCodeName(ConnCode::kConn010Invalid), "CONN_010");
 }
 
+// docs/meta.md: the transient circuit counts the calls of the last 10 s only.
+TEST_F(ProviderCallTest, TransientFailuresOlderThanTenSecondsNoLongerCount) {
+  (void)Call(Err(ConnCode::kConn003Transient, 503));
+  (void)Call(Err(ConnCode::kConn003Transient, 503));
+  clock_.Advance(seconds(11));
+  (void)Call(Err(ConnCode::kConn003Transient, 503));  // 1 call in the window
+  EXPECT_EQ(StateOf("transient"), State::kClosed);
+  clock_.Advance(seconds(9));
+  (void)Call(Err(ConnCode::kConn003Transient, 503));
+  (void)Call(Err(ConnCode::kConn003Transient, 503));  // 3 of 3 within 9 s
+  EXPECT_EQ(StateOf("transient"), State::kOpen);
+}
+
 TEST_F(ProviderCallTest, CustomTemplatesAreKept) {
   CircuitBreakerConfig quota = QuotaCircuitConfig();
   quota.wait_duration_in_open_state = seconds(7);

@@ -120,5 +120,34 @@ TEST(MetaRecovery, HttpDateFallsBackToInjectedNowWithoutDate) {
   EXPECT_EQ(RecoveryTime(dated, {.now = Reference() - seconds(1000)}).wait, seconds(60));
 }
 
+// docs/meta.md: a member that is not an array and an entry that is not an
+// object are skipped, and the rest of the header still counts.
+TEST(MetaRecovery, BusinessUseCaseUsageSkipsBadPartsAndKeepsTheRest) {
+  EXPECT_EQ(ParseBusinessUseCaseUsage(R"({"1":{"estimated_time_to_regain_access":50},
+      "2":[7,"x",{"estimated_time_to_regain_access":"90"},{"estimated_time_to_regain_access":2}]})"),
+            seconds(120));
+  EXPECT_EQ(ParseBusinessUseCaseUsage(R"({"1":[{"call_count":100}],"2":5})"), std::nullopt);
+}
+
+// docs/meta.md: max_wait is configurable; both headers saturate to it.
+TEST(MetaRecovery, MaxWaitCapsBothHeaders) {
+  const Response r{.status = 429,
+                   .headers = {{"Retry-After", "900"},
+                               {"X-Business-Use-Case-Usage",
+                                R"({"1":[{"estimated_time_to_regain_access":30}]})"}}};
+  EXPECT_EQ(RecoveryTime(r).wait, seconds(1800));
+  EXPECT_EQ(RecoveryTime(r, {.max_wait = seconds(600)}).wait, seconds(600));
+  const Response only_retry{.status = 429, .headers = {{"Retry-After", "900"}}};
+  EXPECT_EQ(RecoveryTime(only_retry, {.max_wait = seconds(600)}).wait, seconds(600));
+  EXPECT_EQ(RecoveryTime(only_retry, {.max_wait = seconds(600)}).source,
+            RecoverySource::kRetryAfter);
+  // A malformed header is never an error: the default stands.
+  const Response bad{.status = 429,
+                     .headers = {{"Retry-After", "soon"}, {"X-Business-Use-Case-Usage", "{"}}};
+  const Recovery rec = RecoveryTime(bad);
+  EXPECT_EQ(rec.wait, seconds(120));
+  EXPECT_EQ(rec.source, RecoverySource::kDefault);
+}
+
 }  // namespace
 }  // namespace fusebox::meta

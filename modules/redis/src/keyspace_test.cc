@@ -45,6 +45,9 @@ TEST(ValidateCircuitId, AcceptsColonsSpacesAndInnerBraces) {
   EXPECT_THAT(std::string(ValidateCircuitId("}x").message()), HasSubstr("empty Redis Cluster"));
   EXPECT_TRUE(ValidateCircuitId(std::string(kMaxCircuitIdBytes, 'x')).ok());
   EXPECT_FALSE(ValidateCircuitId(std::string(kMaxCircuitIdBytes + 1, 'x')).ok());
+  // docs/distributed.md promises 1024 bytes.
+  EXPECT_TRUE(ValidateCircuitId(std::string(1024, 'x')).ok());
+  EXPECT_FALSE(ValidateCircuitId(std::string(1025, 'x')).ok());
 }
 
 // Slots from the Redis Cluster specification and CLUSTER KEYSLOT's

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
 
 namespace fusebox::yaml::internal {
@@ -109,6 +110,60 @@ TEST(YamlTree, AliasCycleIsOneError) {
   EXPECT_FALSE(ParseTree("s: &s\n  a:\n    <<: *s\n  b:\n    <<: *s\n", diags).has_value());
   ASSERT_EQ(diags.errors().size(), 1u);
   EXPECT_THAT(diags.errors()[0], ::testing::HasSubstr(": s: nested more than 64 levels deep"));
+}
+
+// docs/configuration.md: documents nested over 64 levels or of over 100,000
+// values are refused; 64 levels and 100,000 values load.
+TEST(YamlTree, TheDepthAndValueLimitsAreExact) {
+  auto nested = [](int levels) {
+    return std::string(static_cast<std::size_t>(levels), '[') + "x" +
+           std::string(static_cast<std::size_t>(levels), ']');
+  };
+  {
+    Diagnostics diags("t.yml");
+    EXPECT_TRUE(ParseTree(nested(64), diags).has_value());
+    EXPECT_THAT(diags.errors(), IsEmpty());
+  }
+  {
+    Diagnostics diags("t.yml");
+    EXPECT_FALSE(ParseTree(nested(65), diags).has_value());
+    ASSERT_EQ(diags.errors().size(), 1u);
+    EXPECT_THAT(diags.errors()[0], ::testing::HasSubstr("nested more than 64 levels deep"));
+  }
+  // A sequence of n scalars is n + 1 values.
+  auto flat = [](int items) {
+    std::string text = "[x";
+    for (int i = 1; i < items; ++i) text += ",x";
+    return text + "]";
+  };
+  {
+    Diagnostics diags("t.yml");
+    EXPECT_TRUE(ParseTree(flat(99'999), diags).has_value());
+    EXPECT_THAT(diags.errors(), IsEmpty());
+  }
+  {
+    Diagnostics diags("t.yml");
+    EXPECT_FALSE(ParseTree(flat(100'000), diags).has_value());
+    ASSERT_EQ(diags.errors().size(), 1u);
+    EXPECT_THAT(diags.errors()[0], ::testing::HasSubstr("more than 100000 values"));
+  }
+}
+
+// docs/configuration.md: files over 4 MiB are refused; 4 MiB loads.
+TEST(YamlTree, TheSizeLimitIsFourMiB) {
+  const std::string head = "a: 1\n#";
+  std::string text = head + std::string((std::size_t{4} << 20) - head.size() - 1, 'c') + "\n";
+  ASSERT_EQ(text.size(), std::size_t{4} << 20);
+  {
+    Diagnostics diags("t.yml");
+    EXPECT_TRUE(ParseTree(text, diags).has_value());
+    EXPECT_THAT(diags.errors(), IsEmpty());
+  }
+  text.insert(head.size(), "c");
+  Diagnostics diags("t.yml");
+  EXPECT_FALSE(ParseTree(text, diags).has_value());
+  ASSERT_EQ(diags.errors().size(), 1u);
+  EXPECT_THAT(diags.errors()[0], ::testing::HasSubstr("larger than 4 MiB"));
 }
 
 }  // namespace

@@ -145,14 +145,15 @@ BENCHMARK(BM_Metrics_CallWithListener);
 
 // The default collector: listener and call timer (the decaying _max).
 void BM_Metrics_CallTimed(benchmark::State& state) {
-  static CircuitBreaker* breaker = AttachedBreaker({});
+  static CircuitBreaker* breaker = AttachedBreaker({.time_calls = true});
   for (auto _ : state) breaker->TryAcquire()->Success(milliseconds(1));
 }
 BENCHMARK(BM_Metrics_CallTimed)->ThreadRange(1, 2);
 
 // With histogram buckets too.
 void BM_Metrics_CallTimedHistogram(benchmark::State& state) {
-  static CircuitBreaker* breaker = AttachedBreaker({.timer = {.percentiles_histogram = true}});
+  static CircuitBreaker* breaker =
+      AttachedBreaker({.time_calls = true, .timer = {.percentiles_histogram = true}});
   for (auto _ : state) breaker->TryAcquire()->Success(milliseconds(1));
 }
 BENCHMARK(BM_Metrics_CallTimedHistogram)->ThreadRange(1, 2);

@@ -201,7 +201,7 @@ TEST(CallTimer, ConcurrentRecordingLosesNothing) {
 TEST(CallTimer, ACollectorTimesTheCallsOfTheBreakersItAttaches) {
   ManualClock clock;
   auto breaker = std::move(*CircuitBreaker::Create("payment", {}, clock));
-  MetricsCollector metrics({.timer = {.percentiles_histogram = true}});
+  MetricsCollector metrics({.time_calls = true, .timer = {.percentiles_histogram = true}});
   metrics.Attach(*breaker);
   CallTimer* timer = breaker->call_timer();
   ASSERT_NE(timer, nullptr);

@@ -21,7 +21,7 @@ using std::chrono::seconds;
 
 std::string RenderMetricsFixture() {
   ManualClock clock;
-  auto metrics = std::make_shared<MetricsCollector>();
+  auto metrics = std::make_shared<MetricsCollector>(MetricsCollectorOptions{.time_calls = true});
   RegistryOptions options{.clock = &clock};
   options.default_config = CircuitBreakerConfig{
       .slow_call_duration_threshold = seconds(1),

@@ -309,7 +309,8 @@ std::string CallTimerFamilies(const std::string& text) {
 TEST(PrometheusCallTimer, WritesHistogramAndMaxFamiliesExactly) {
   ManualClock clock;
   auto metrics = std::make_shared<MetricsCollector>(
-      MetricsCollectorOptions{.timer = {.percentiles_histogram = true,
+      MetricsCollectorOptions{.time_calls = true,
+                              .timer = {.percentiles_histogram = true,
                                         .minimum_expected_value = milliseconds(1),
                                         .maximum_expected_value = milliseconds(2)}});
   RegistryOptions options{.clock = &clock};
@@ -406,7 +407,8 @@ resilience4j_circuitbreaker_calls_seconds_max{kind="ignored",name="a"} 0
 TEST(PrometheusCallTimer, AggregationSumsBucketsAndTakesTheHighestMax) {
   ManualClock clock;
   auto metrics = std::make_shared<MetricsCollector>(
-      MetricsCollectorOptions{.timer = {.percentiles_histogram = true,
+      MetricsCollectorOptions{.time_calls = true,
+                              .timer = {.percentiles_histogram = true,
                                         .minimum_expected_value = milliseconds(1),
                                         .maximum_expected_value = milliseconds(1)}});
   RegistryOptions options{.clock = &clock};

@@ -63,7 +63,7 @@ std::vector<Query> DashboardQueries() {
 std::string RenderService() {
   ManualClock clock;
   auto metrics = std::make_shared<MetricsCollector>(
-      MetricsCollectorOptions{.timer = {.percentiles_histogram = true}});
+      MetricsCollectorOptions{.time_calls = true, .timer = {.percentiles_histogram = true}});
   RegistryOptions options{.clock = &clock};
   ObserveRegistry(options, {metrics});
   auto registry = std::move(*Registry::Create(std::move(options)));

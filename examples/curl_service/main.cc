@@ -65,7 +65,9 @@ fusebox::Result<std::unique_ptr<Service>> Start(const std::string& config_path,
   }
 
   auto service = std::make_unique<Service>();
-  service->metrics = std::make_shared<fusebox::MetricsCollector>();
+  // With calls timed: resilience4j_circuitbreaker_calls_seconds_max, as Micrometer has it.
+  service->metrics = std::make_shared<fusebox::MetricsCollector>(
+      fusebox::MetricsCollectorOptions{.time_calls = true});
   FUSEBOX_ASSIGN_OR_RETURN(std::unique_ptr<fusebox::FileLineSink> stderr_sink,
                            fusebox::FileLineSink::Create("/dev/stderr"));
   FUSEBOX_ASSIGN_OR_RETURN(std::unique_ptr<fusebox::EventLog> events,

@@ -240,9 +240,11 @@ resilience4j.timelimiter.instances:
 )",
                                        "app.yml");
   ASSERT_TRUE(c.has_value()) << c.error().message();
-  for (const auto& [name, deadline, stops] : {std::tuple{"empty", milliseconds(1000), true},
-                                              std::tuple{"set", milliseconds(250), false}}) {
+  for (const auto& [name, limit, stops] : {std::tuple{"empty", milliseconds(1000), true},
+                                           std::tuple{"set", milliseconds(250), false}}) {
     SCOPED_TRACE(name);
+    // A copy: clang 14 cannot capture a structured binding in a lambda.
+    const Duration deadline = limit;
     testing::ManualClock clock;
     FUSEBOX_ASSERT_OK_AND_ASSIGN(auto timeout,
                                  Timeout::Create(*c->time_limiters.instance(name), clock));

@@ -49,7 +49,7 @@ milliseconds PushbackUntil(TimePoint retry_at, TimePoint now) {
     info->rejected = true;
     info->retry_pushback = pushback;
   }
-  return {code, std::move(message)};
+  return {code, message};
 }
 
 // The grpc-retry-pushback-ms trailer, if the server sent one.

@@ -254,8 +254,11 @@ class FakeUpstreamCore {
   // Delayed responses: a Clock timer callback finds its work here by key, so
   // that Stop() can take every pending one back and drop it while the I/O
   // objects still exist.
+  // After Stop() nothing is kept (key 0, which FireDelayed() never finds): a
+  // send kept then would hold its connection, which holds this core, forever.
   std::uint64_t AddDelayed(std::function<void()> send) FUSEBOX_EXCLUDES(mu_) {
     internal::MutexLock lock(&mu_);
+    if (stopped_) return 0;
     const std::uint64_t key = ++next_delayed_;
     delayed_.emplace(key, Delayed{std::move(send), 0});
     return key;

@@ -47,14 +47,14 @@ namespace {
 // A local refusal: `status` is the breaker's (kCircuitOpen) or the
 // registry's.
 ::grpc::Status Refuse(Status status, std::string_view breaker, TimePoint now, CallInfo* info) {
-  internal::Refusal refusal = internal::MakeRefusal(status, breaker, now);
+  const internal::Refusal refusal = internal::MakeRefusal(status, breaker, now);
   if (info != nullptr) {
     *info = CallInfo{};
     info->status = std::move(status);
     info->rejected = true;
     info->retry_pushback = refusal.pushback;
   }
-  return {static_cast<::grpc::StatusCode>(refusal.code), std::move(refusal.message)};
+  return {static_cast<::grpc::StatusCode>(refusal.code), refusal.message};
 }
 
 // The grpc-retry-pushback-ms trailer, if the server sent one.

@@ -27,26 +27,17 @@
 #include "fusebox/registry.h"
 #include "fusebox/testing/manual_clock.h"
 #include "probe_server.h"
+#include "two_strikes.h"
 
 namespace fusebox::grpc {
 namespace {
 
 using namespace std::chrono_literals;
 using fusebox::testing::ManualClock;
+using testing::TwoStrikes;
 using ::testing::HasSubstr;
 
 constexpr char kMethod[] = "fuseboxtest.Probe/Ask";
-
-// Opens after two failures in a window of two; OPEN lasts 30 s.
-CircuitBreakerConfig TwoStrikes() {
-  CircuitBreakerConfig config;
-  config.sliding_window_size = 2;
-  config.minimum_number_of_calls = 2;
-  config.failure_rate_threshold = 50;
-  config.wait_duration_in_open_state = 30s;
-  config.permitted_number_of_calls_in_half_open_state = 1;
-  return config;
-}
 
 // The trailer `key` of a finished call, or nullopt.
 std::optional<std::string> Trailer(const ::grpc::ClientContext& context, const std::string& key) {

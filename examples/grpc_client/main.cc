@@ -4,7 +4,8 @@
 // ("inventory.Inventory/GetStock"), one per tenant for Reserve
 // ("inventory.Inventory/Reserve:<tenant>"), made from the YAML instance of
 // the method's name (Resilience4j's keys). Transitions go to stderr as JSON
-// lines.
+// lines. The same breakers guard a second channel through fusebox's client
+// interceptor, so that a generated stub needs no wrapping.
 //
 //   grpc_client --self-check application.yml
 //       Starts an in-process Inventory server on 127.0.0.1 (a port gRPC
@@ -13,12 +14,15 @@
 //       without reaching the server, with a retry hint; RESOURCE_EXHAUSTED
 //       with grpc-retry-pushback-ms keeps the circuit open for the server's
 //       wait, not the breaker's; the caller's own faults open nothing; the
-//       other tenants and the other method are still served. Exits 0 when
+//       other tenants and the other method are still served; on the
+//       intercepted channel, GetStock's failures open its circuit and the
+//       interceptor refuses with the hint as a trailer. Exits 0 when
 //       all of it holds (CI runs this).
 //   grpc_client application.yml HOST:PORT TENANT... [--rounds N]
 //       Calls GetStock, then Reserve for each tenant, N rounds (default 1),
 //       on an Inventory server at HOST:PORT, printing each outcome.
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/client_interceptor.h>
 
 #include <charconv>
 #include <chrono>
@@ -35,6 +39,7 @@
 
 #include "fusebox/event_log.h"
 #include "fusebox/grpc/call.h"
+#include "fusebox/grpc/interceptor.h"
 #include "fusebox/observer.h"
 #include "fusebox/registry.h"
 #include "fusebox/yaml/config.h"
@@ -155,6 +160,10 @@ class ScriptedInventory final : public inventory::Inventory::Service {
     const auto it = calls_.find(tenant);
     return it == calls_.end() ? 0 : it->second;
   }
+  void ScriptStock(::grpc::StatusCode code) {
+    const std::lock_guard lock(mu_);
+    stock_code_ = code;
+  }
   int stock_calls() const {
     const std::lock_guard lock(mu_);
     return stock_calls_;
@@ -165,6 +174,7 @@ class ScriptedInventory final : public inventory::Inventory::Service {
                           inventory::StockReply* reply) override {
     const std::lock_guard lock(mu_);
     ++stock_calls_;
+    if (stock_code_ != ::grpc::StatusCode::OK) return {stock_code_, "scripted failure"};
     reply->set_available(42);
     return ::grpc::Status::OK;
   }
@@ -189,6 +199,7 @@ class ScriptedInventory final : public inventory::Inventory::Service {
   std::map<std::string, Answer, std::less<>> script_;
   std::map<std::string, int, std::less<>> calls_;
   int stock_calls_ = 0;
+  ::grpc::StatusCode stock_code_ = ::grpc::StatusCode::OK;
 };
 
 int SelfCheck(const std::string& config_path) {
@@ -272,6 +283,48 @@ int SelfCheck(const std::string& config_path) {
   Print("Reserve dave", s, info);
   expect(service.calls("dave") == 6 && !info.rejected,
          "dave's INVALID_ARGUMENT answers all reach the server and open nothing");
+
+  // The same breakers without wrapping each call: fusebox's client
+  // interceptor on a second channel runs every unary call under the breaker
+  // of its method (GetStock's instance: 5 calls at 50 %). Once GetStock
+  // fails, its circuit opens and the interceptor answers the calls itself.
+  {
+    fusebox::grpc::InterceptorOptions options;
+    options.call.config_name = "GetStock";
+    std::vector<std::unique_ptr<::grpc::experimental::ClientInterceptorFactoryInterface>> f;
+    f.push_back(fusebox::grpc::MakeInterceptorFactory(c.registry, std::move(options)));
+    const auto stub =
+        inventory::Inventory::NewStub(::grpc::experimental::CreateCustomChannelWithInterceptors(
+            "127.0.0.1:" + std::to_string(port), ::grpc::InsecureChannelCredentials(),
+            ::grpc::ChannelArguments(), std::move(f)));
+    service.ScriptStock(::grpc::StatusCode::UNAVAILABLE);
+    const int before = service.stock_calls();
+    ::grpc::ClientContext* last = nullptr;
+    std::vector<std::unique_ptr<::grpc::ClientContext>> contexts;
+    for (int i = 0; i < 7; ++i) {
+      inventory::StockRequest request;
+      inventory::StockReply reply;
+      contexts.push_back(std::make_unique<::grpc::ClientContext>());
+      last = contexts.back().get();
+      SetDeadline(*last);
+      s = stub->GetStock(last, request, &reply);
+      std::printf(
+          "%-22s %s: %s\n", "GetStock (intercepted)",
+          std::string(fusebox::grpc::GrpcCodeName(static_cast<int>(s.error_code()))).c_str(),
+          s.error_message().c_str());
+    }
+    // The key is the method's name, as Call() used above: the same breaker,
+    // whose window already holds that earlier success, so 4 failures fill
+    // its 5 calls (80 % failed) and open it.
+    expect(service.stock_calls() - before == 4,
+           "intercepted GetStock: the server saw 4 calls, none after the circuit opened");
+    const auto& trailers = last->GetServerTrailingMetadata();
+    const auto hint = trailers.find("grpc-retry-pushback-ms");
+    expect(
+        s.error_code() == ::grpc::StatusCode::UNAVAILABLE && hint != trailers.end() &&
+            HintFromMessage(s) == std::stoll(std::string(hint->second.data(), hint->second.size())),
+        "intercepted GetStock: refused locally, the hint in the message and the trailer");
+  }
 
   server->Shutdown();
   std::printf("%s\n", failures == 0 ? "self-check passed" : "self-check FAILED");

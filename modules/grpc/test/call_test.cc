@@ -28,8 +28,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using fusebox::testing::ManualClock;
-using testing::TwoStrikes;
 using ::testing::HasSubstr;
+using testing::TwoStrikes;
 
 class GrpcCallTest : public ::testing::Test {
  protected:

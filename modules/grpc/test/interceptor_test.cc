@@ -34,8 +34,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using fusebox::testing::ManualClock;
-using testing::TwoStrikes;
 using ::testing::HasSubstr;
+using testing::TwoStrikes;
 
 constexpr char kMethod[] = "fuseboxtest.Probe/Ask";
 

@@ -22,6 +22,10 @@
 // itself: no initial metadata, the message failed (FailHijackedRecvMessage),
 // the status UNAVAILABLE with the hint, the hint as a trailer.
 //
+// gRPC runs no interceptor past a hijacking one: interceptors listed after
+// this factory (and a global one) never see a refused call; those before it
+// see it end UNAVAILABLE.
+//
 // Unary calls only: a streaming call (client, server or bidi) passes through
 // unguarded, as if the interceptor were not there. A stream has no single
 // outcome to record; run it under Call()-like code of your own.

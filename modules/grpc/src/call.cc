@@ -6,35 +6,29 @@
 #include <string>
 #include <utility>
 
+#include "refusal.h"
+
 namespace fusebox::grpc {
-namespace {
+namespace internal {
 
-using std::chrono::milliseconds;
-
-// The time from `now` to `retry_at`, rounded up to whole milliseconds, at
-// least 1 ms (a hint of 0 would read as "retry at once").
-milliseconds PushbackUntil(TimePoint retry_at, TimePoint now) {
-  const milliseconds ms = std::chrono::ceil<milliseconds>(retry_at - now);
-  return ms < milliseconds(1) ? milliseconds(1) : ms;
-}
-
-// A local refusal: `status` is the breaker's (kCircuitOpen) or the
-// registry's. UNAVAILABLE for an open circuit, whose retry hint is in the
-// message; otherwise the status's own gRPC code.
-::grpc::Status Refuse(Status status, std::string_view breaker, TimePoint now, CallInfo* info) {
-  std::optional<milliseconds> pushback;
+Refusal MakeRefusal(const Status& status, std::string_view breaker, TimePoint now) {
+  using std::chrono::milliseconds;
+  Refusal refusal;
   if (status.code() == StatusCode::kCircuitOpen && status.retry_at()) {
-    pushback = PushbackUntil(*status.retry_at(), now);
+    // Rounded up, at least 1 ms (a hint of 0 would read as "retry at once").
+    const milliseconds ms = std::chrono::ceil<milliseconds>(*status.retry_at() - now);
+    refusal.pushback = ms < milliseconds(1) ? milliseconds(1) : ms;
   }
-  std::string message = "fusebox: ";
+  std::string& message = refusal.message;
+  message = "fusebox: ";
   if (status.code() == StatusCode::kCircuitOpen) {
     message += "circuit '";
     message += breaker;
     message += "' is open (";
     message += status.reason().empty() ? std::string_view("open") : status.reason();
     message += ")";
-    if (pushback) {
-      const std::string ms = std::to_string(pushback->count());
+    if (refusal.pushback) {
+      const std::string ms = std::to_string(refusal.pushback->count());
       message += "; retry in " + ms + " ms (";
       message += kRetryPushbackKey;
       message += ": " + ms + ")";
@@ -42,14 +36,25 @@ milliseconds PushbackUntil(TimePoint retry_at, TimePoint now) {
   } else {
     message += status.ToString();
   }
-  const auto code = static_cast<::grpc::StatusCode>(GrpcCodeFor(status.code()));
+  refusal.code = GrpcCodeFor(status.code());
+  return refusal;
+}
+
+}  // namespace internal
+
+namespace {
+
+// A local refusal: `status` is the breaker's (kCircuitOpen) or the
+// registry's.
+::grpc::Status Refuse(Status status, std::string_view breaker, TimePoint now, CallInfo* info) {
+  const internal::Refusal refusal = internal::MakeRefusal(status, breaker, now);
   if (info != nullptr) {
     *info = CallInfo{};
     info->status = std::move(status);
     info->rejected = true;
-    info->retry_pushback = pushback;
+    info->retry_pushback = refusal.pushback;
   }
-  return {code, message};
+  return {static_cast<::grpc::StatusCode>(refusal.code), refusal.message};
 }
 
 // The grpc-retry-pushback-ms trailer, if the server sent one.

@@ -21,6 +21,7 @@
 #include "fusebox/registry.h"
 #include "fusebox/testing/manual_clock.h"
 #include "probe_server.h"
+#include "two_strikes.h"
 
 namespace fusebox::grpc {
 namespace {
@@ -28,17 +29,7 @@ namespace {
 using namespace std::chrono_literals;
 using fusebox::testing::ManualClock;
 using ::testing::HasSubstr;
-
-// Opens after two failures in a window of two; OPEN lasts 30 s.
-CircuitBreakerConfig TwoStrikes() {
-  CircuitBreakerConfig config;
-  config.sliding_window_size = 2;
-  config.minimum_number_of_calls = 2;
-  config.failure_rate_threshold = 50;
-  config.wait_duration_in_open_state = 30s;
-  config.permitted_number_of_calls_in_half_open_state = 1;
-  return config;
-}
+using testing::TwoStrikes;
 
 class GrpcCallTest : public ::testing::Test {
  protected:

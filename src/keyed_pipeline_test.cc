@@ -13,8 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "fusebox/bulkhead.h"
 #include "fusebox/metrics.h"
 #include "fusebox/pipeline.h"
+#include "fusebox/rate_limiter.h"
 #include "fusebox/registry.h"
 #include "fusebox/testing/manual_clock.h"
 #include "fusebox/testing/status_macros.h"
@@ -166,6 +168,25 @@ TEST_F(KeyedPipelineTest, BuildRefusesWhatCannotWork) {
   EXPECT_THAT(std::string(both.error().message()), HasSubstr("exclusive"));
   auto no_registry = Pipeline::Builder().WithBulkheadPerKey({}).Build();
   EXPECT_THAT(std::string(no_registry.error().message()), HasSubstr("need a registry"));
+  // A shared and a per-key bulkhead (rate limiter) cannot both bound a key.
+  auto shared_bulkhead = MustCreate(Bulkhead::Create({}, clock_));
+  auto two_bulkheads = Pipeline::Builder()
+                           .WithRegistry(registry_)
+                           .WithBulkhead(std::shared_ptr<Bulkhead>(std::move(shared_bulkhead)))
+                           .WithBulkheadPerKey({})
+                           .Build();
+  ASSERT_FALSE(two_bulkheads.has_value());
+  EXPECT_THAT(std::string(two_bulkheads.error().message()),
+              HasSubstr("bulkhead and bulkhead per key are exclusive"));
+  auto shared_limiter = MustCreate(RateLimiter::Create({}, clock_));
+  auto two_limiters = Pipeline::Builder()
+                          .WithRegistry(registry_)
+                          .WithRateLimiter(std::shared_ptr<RateLimiter>(std::move(shared_limiter)))
+                          .WithRateLimiterPerKey({})
+                          .Build();
+  ASSERT_FALSE(two_limiters.has_value());
+  EXPECT_THAT(std::string(two_limiters.error().message()),
+              HasSubstr("rate_limiter and rate limiter per key are exclusive"));
   auto bad = Pipeline::Builder()
                  .WithRegistry(registry_)
                  .WithRateLimiterPerKey({.limit_for_period = 0})

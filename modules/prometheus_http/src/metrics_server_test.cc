@@ -10,6 +10,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -121,6 +122,34 @@ TEST(MetricsServer, HostileRequestsAreRefused) {
   // Raw() returns when the server closes (bounded by the test's timeout).
   EXPECT_EQ(Raw(port, "GET /metrics HTTP/1.1\r\n"), "");
   EXPECT_EQ(CurlGet(server->url()).status, 200) << "still serving";
+}
+
+TEST(MetricsServer, AHeadAnswerHasTheGetsLengthAndNoBody) {
+  auto server = StartServer([] { return std::string("x 1\n"); });
+  const std::string answer = Raw(server->port(), "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(answer, HasSubstr("200"));
+  EXPECT_THAT(answer, HasSubstr("Content-Length: 4\r\n"));
+  ASSERT_GE(answer.size(), 4U);
+  EXPECT_EQ(answer.substr(answer.size() - 4), "\r\n\r\n") << "nothing after the headers";
+}
+
+// max_connections open at once: one more is closed unanswered, and served
+// again once one of them has gone.
+TEST(MetricsServer, ConnectionsOverTheBoundAreClosedUnanswered) {
+  auto server = StartServer([] { return std::string("x 1\n"); },
+                            {.read_timeout = std::chrono::seconds(60), .max_connections = 1});
+  asio::io_context io;
+  tcp::socket idle(io);  // connected, sends nothing: holds the one connection
+  idle.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server->port()));
+  EXPECT_EQ(Raw(server->port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), "");
+  EXPECT_EQ(server->scrapes(), 0U);
+  // Once the idle client hangs up and the server has closed its side (read
+  // to EOF: the session is gone), a scrape is served again.
+  boost::system::error_code ec;
+  idle.shutdown(tcp::socket::shutdown_send, ec);
+  std::vector<char> buf(64);
+  while (!ec) idle.read_some(asio::buffer(buf), ec);
+  EXPECT_EQ(CurlGet(server->url()).status, 200);
 }
 
 TEST(MetricsServer, ARenderExceptionIsA500) {

@@ -31,8 +31,10 @@
 // second chance (a breaker used since it was queued goes back to the front),
 // and a protected breaker found at the end of the queue is set aside and
 // looked at again only by the next idle sweep, not by every insertion. So the
-// LRU choice is exact up to the coarse clock's tick and to breakers set aside
-// (checked again within sweep_interval).
+// LRU choice is approximate (CLOCK-like): the breaker dropped was not asked
+// for since it was last queued, but one asked for earlier and then requeued
+// may outlive it; breakers set aside are checked again within sweep_interval.
+// src/registry_model_test.cc predicts every drop from this rule.
 //
 // Idle sweeps visit every breaker, at most once per sweep_interval (default
 // 1 min), on the calling path of Get(); there is no background thread.

@@ -414,6 +414,17 @@ TEST_F(GatewayTest, TransientFailureIs502OrStale) {
   EXPECT_EQ(Body(r)["error"]["code"], "CONN_003");
   EXPECT_EQ(Body(r)["error"]["upstream_status"], 503);
 
+  // On the gateway a 503 stays transient whatever its Retry-After (the
+  // quota circuit is for 429s): fusebox::http's 503 rule is turned off.
+  ASSERT_TRUE(
+      upstream_
+          ->SetRoute(
+              {"GET", "/v19.0/*/media", {{.status = 503, .headers = {{"Retry-After", "30"}}}}})
+          .ok());
+  HttpReply with_retry_after = Get("/v1/instagram/accounts/179/media");
+  EXPECT_EQ(with_retry_after.status, 502) << with_retry_after.body;
+  EXPECT_EQ(Body(with_retry_after)["error"]["code"], "CONN_003");
+
   ASSERT_TRUE(upstream_->SetRoute({"GET", "/v19.0/*/insights", {Ok("[1]"), {.drop = true}}}).ok());
   ASSERT_EQ(Get(kInsights).status, 200);
   clock_.Advance(std::chrono::seconds(61));

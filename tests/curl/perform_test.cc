@@ -138,6 +138,41 @@ TEST_F(CurlPerformTest, ABodyOverTheLimitFailsTheCall) {
   EXPECT_LE(reply.body.size(), 1000U);
 }
 
+TEST_F(CurlPerformTest, HeadersOverTheLimitFailTheCall) {
+  Route({{.status = 200, .headers = {{"X-Big", std::string(2000, 'h')}}, .body = "small"}});
+  Reply reply;
+  const Status s = Perform(easy_, {}, reply, {.clock = &clock_, .max_header_bytes = 1000});
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("too large"), std::string::npos) << s.message();
+  Route({{.status = 200, .headers = {{"X-Big", std::string(2000, 'h')}}, .body = "small"}});
+  EXPECT_TRUE(Perform(easy_, {}, reply, {.clock = &clock_, .max_header_bytes = 4000}).ok())
+      << "under the limit the same reply passes";
+}
+
+// libcurl's own timeout (CURLOPT_TIMEOUT_MS) is a deadline: kTimeout, and
+// the transport named so, not a generic failure.
+TEST_F(CurlPerformTest, LibcurlsOwnTimeoutIsADeadline) {
+  Route({{.status = 200, .latency = std::chrono::hours(1)}});
+  curl_easy_setopt(easy_, CURLOPT_TIMEOUT_MS, 200L);
+  Reply reply;
+  const Status s = Get(reply);
+  EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.message();
+  ASSERT_TRUE(reply.classification.transport.has_value());
+  EXPECT_EQ(*reply.classification.transport, http::Transport::kDeadline);
+}
+
+// An HTTP-date Retry-After without a Date header (the fake upstream sends
+// none) and no rules.now is measured against the wall clock: a date far in
+// the future saturates to max_wait (24 h), not the 60 s default wait.
+TEST_F(CurlPerformTest, AnHttpDateRetryAfterWithoutDateIsMeasuredAgainstTheWallClock) {
+  Route({{.status = 429, .headers = {{"Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"}}}});
+  Reply reply;
+  const Status s = Get(reply);
+  EXPECT_EQ(s.code(), StatusCode::kRateLimited);
+  ASSERT_TRUE(s.retry_at().has_value());
+  EXPECT_EQ(*s.retry_at(), clock_.Now() + std::chrono::hours(24));
+}
+
 TEST_F(CurlPerformTest, AStopRequestedBeforehandSendsNothing) {
   Route({{.status = 200}});
   std::stop_source source;

@@ -156,6 +156,23 @@ BENCHMARK(BM_Closed_TenPercentFailures_Default_Relaxed)->Threads(1)->Threads(2)-
 
 // Yardsticks for two threads, in the same run as the breaker's figures.
 //
+// Each thread incrementing an atomic on a line of its own: nothing shared,
+// so /threads:2 over /threads:1 is the scaling the machine gives two threads
+// at that moment (2.0 on two idle cores, less while other work runs). The
+// two-thread ratios below are read against it.
+void BM_Baseline_PrivateFetchAdd(benchmark::State& state) {
+  struct alignas(64) Line {
+    std::atomic<std::uint64_t> n{0};
+  };
+  static Line lines[2];
+  std::atomic<std::uint64_t>& mine = lines[state.thread_index() % 2].n;
+  for (auto _ : state) {
+    mine.fetch_add(1, std::memory_order_relaxed);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Baseline_PrivateFetchAdd)->Threads(1)->Threads(2)->UseRealTime();
+
 // Two threads incrementing one shared atomic: every increment needs the line
 // in the writing core's cache, so two threads get less than one thread's
 // throughput. Its /threads:2 time per item is what a line moving between the

@@ -161,19 +161,34 @@ bool CircuitBreaker::Core::GrantLocked(const internal::WindowTotals& t) {
   const int self = internal::t_writer_slot;
   std::int64_t others = 0;
   std::int64_t mine = 0;
+  // Slots holding an allowance, this one included, and never fewer than two:
+  // a thread that finds none beside it leaves half for the next to come.
+  std::int64_t holders = 1;
   for (int i = 0; i < kOwnedSlots; ++i) {
     const std::uint64_t limit = log().Limit(i);
     const std::uint64_t applied = slot_failures_applied[i];
     const std::int64_t out = limit > applied ? static_cast<std::int64_t>(limit - applied) : 0;
-    (i == self ? mine : others) += out;
+    if (i == self) {
+      mine = out;
+    } else {
+      others += out;
+      holders += out > 0 ? 1 : 0;
+    }
   }
   if (others + mine > room) return false;  // Over-granted: withdraw them all.
   if (self >= 0 && self < kOwnedSlots) {
-    // Half of what is free (room - others >= mine), so that other threads
-    // get theirs too; never less than it had, never more than is free.
+    // An equal share of the room among the slots holding an allowance, so
+    // that other threads get theirs too; never less than it had, never more
+    // than is free (room - others >= mine). A thread takes the lock again
+    // when its share is used up, and the others' shares then still count in
+    // full (their failures are not in the window until their own next fold):
+    // with two threads, half of what is free settles at a third of the room
+    // each, an equal share at half of it, and the lock is taken that much
+    // less often (docs/performance.md, "The 10 %-failure case").
     const std::int64_t free = room - others;
-    const std::int64_t half = std::min<std::int64_t>(kEntries, (free + 1) / 2);
-    const std::int64_t share = std::min(free, std::max(mine, half));
+    holders = std::max<std::int64_t>(holders, 2);
+    const std::int64_t fair = std::min<std::int64_t>(kEntries, (room + holders - 1) / holders);
+    const std::int64_t share = std::min(free, std::max(mine, fair));
     log().SetLimit(self, slot_failures_applied[self] + static_cast<std::uint64_t>(share));
   }
   return room > 0;

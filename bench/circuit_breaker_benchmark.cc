@@ -15,6 +15,7 @@
 
 #include "alloc_counter.h"
 #include "fusebox/circuit_breaker.h"
+#include "fusebox/clock.h"
 
 namespace fusebox {
 namespace {
@@ -135,6 +136,86 @@ BENCHMARK(BM_Closed_TenPercentFailures_CountBased100_Relaxed)
     ->Threads(2)
     ->UseRealTime();
 
+// The same two at the default settings (failure_rate_threshold = 50, window
+// 100, minimum_number_of_calls 100): the 10 % in the window leave room for
+// about 39 more failures before the threshold, against about 89 at 100, so
+// kRelaxed's allowances are smaller and its threads take the lock more often.
+void BM_Closed_TenPercentFailures_Default(benchmark::State& state) {
+  static CircuitBreaker* cb = CircuitBreaker::Create("bench-failing-default", {})->release();
+  TenPercentFailures(state, *cb);
+}
+BENCHMARK(BM_Closed_TenPercentFailures_Default)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_Closed_TenPercentFailures_Default_Relaxed(benchmark::State& state) {
+  static CircuitBreaker* cb = CircuitBreaker::Create("bench-failing-default-relaxed",
+                                                     {.outcome_order = OutcomeOrder::kRelaxed})
+                                  ->release();
+  TenPercentFailures(state, *cb);
+}
+BENCHMARK(BM_Closed_TenPercentFailures_Default_Relaxed)->Threads(1)->Threads(2)->UseRealTime();
+
+// Yardsticks for two threads, in the same run as the breaker's figures.
+//
+// Each thread incrementing an atomic on a line of its own: nothing shared,
+// so /threads:2 over /threads:1 is the scaling the machine gives two threads
+// at that moment (2.0 on two idle cores, less while other work runs). The
+// two-thread ratios below are read against it.
+void BM_Baseline_PrivateFetchAdd(benchmark::State& state) {
+  struct alignas(64) Line {
+    std::atomic<std::uint64_t> n{0};
+  };
+  static Line lines[2];
+  std::atomic<std::uint64_t>& mine = lines[state.thread_index() % 2].n;
+  for (auto _ : state) {
+    mine.fetch_add(1, std::memory_order_relaxed);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Baseline_PrivateFetchAdd)->Threads(1)->Threads(2)->UseRealTime();
+
+// Two threads incrementing one shared atomic: every increment needs the line
+// in the writing core's cache, so while both threads run at once the line
+// keeps moving between the cores and two threads get no more than one. Its
+// /threads:2 over /threads:1 is the most that work writing one shared line on
+// every call can scale; read it against BM_Baseline_PrivateFetchAdd of the
+// same run, which shows how much of two cores the two threads had. (A strict
+// ping-pong would give the transfer's latency, but on a loaded machine it
+// measures the scheduler: a waiting thread spins while the other is
+// descheduled.)
+void BM_Baseline_SharedFetchAdd(benchmark::State& state) {
+  static std::atomic<std::uint64_t> shared{0};
+  for (auto _ : state) {
+    shared.fetch_add(1, std::memory_order_relaxed);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Baseline_SharedFetchAdd)->Threads(1)->Threads(2)->UseRealTime();
+
+// The least the default order needs for 10 % failures: nine calls in ten write
+// only the thread's own line (a success counted in its own slot), the tenth
+// writes one line the other thread also writes (a failure must see every
+// success counted before it, and the lock and the window are shared). The
+// breaker's failure moves at least three such lines (the lock, the window,
+// the other thread's counter), so its two-thread ratio stays under this one's.
+void BM_Baseline_SharedLineEveryTenth(benchmark::State& state) {
+  struct alignas(64) Own {
+    std::atomic<std::uint64_t> n{0};
+  };
+  static Own own[2];
+  alignas(64) static std::atomic<std::uint64_t> shared{0};
+  std::atomic<std::uint64_t>& mine = own[state.thread_index() % 2].n;
+  std::uint32_t i = static_cast<std::uint32_t>(state.thread_index());
+  for (auto _ : state) {
+    if (++i % 10 == 0) {
+      shared.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      mine.store(mine.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Baseline_SharedLineEveryTenth)->Threads(1)->Threads(2)->UseRealTime();
+
 // A rejected TryAcquire in OPEN.
 void BM_Open_Reject(benchmark::State& state) {
   static CircuitBreaker* cb = [] {
@@ -154,6 +235,41 @@ void BM_Open_Reject(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Open_Reject)->Threads(1)->Threads(2)->UseRealTime();
+
+// The clock sources Call() and the breaker's paths read, each once per
+// iteration, against BM_Baseline_FetchAdd from the same run. SystemClock() is
+// defined in another translation unit, so these are the virtual calls the
+// breaker makes through its Clock&.
+void BM_Clock_SystemNow(benchmark::State& state) {
+  const Clock& clock = SystemClock();
+  for (auto _ : state) {
+    TimePoint t = clock.Now();  // steady_clock::now(): CLOCK_MONOTONIC.
+    benchmark::DoNotOptimize(t);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Clock_SystemNow);
+
+void BM_Clock_SystemCoarseNow(benchmark::State& state) {
+  const Clock& clock = SystemClock();
+  for (auto _ : state) {
+    TimePoint t = clock.CoarseNow();  // CLOCK_MONOTONIC_COARSE.
+    benchmark::DoNotOptimize(t);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Clock_SystemCoarseNow);
+
+// steady_clock::now() called directly (bench/ only: the library reads time
+// through a Clock): what the virtual call above adds.
+void BM_Clock_SteadyClockDirect(benchmark::State& state) {
+  for (auto _ : state) {
+    auto t = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(t);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Clock_SteadyClockDirect);
 
 // Call() of a trivial lambda, including its two clock reads (coarse: the
 // default slow-call threshold is 60 s).

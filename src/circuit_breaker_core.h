@@ -180,6 +180,10 @@ struct alignas(64) CircuitBreaker::Core {
   // Set while TransitionLocked() runs: folds leave deferred failures (and
   // what their threads reported after them) for after the transition.
   bool hold_deferred_failures FUSEBOX_GUARDED_BY(mu) = false;
+  // OutcomeOrder::kRelaxed: a bit per owned slot whose thread was granted an
+  // allowance (or asked for one and found none free) since the last
+  // withdrawal; GrantLocked() shares the room among them.
+  std::uint32_t allowance_seekers FUSEBOX_GUARDED_BY(mu) = 0;
   internal::SlidingWindow closed_window FUSEBOX_GUARDED_BY(mu);
   // Resilience4j's half-open metrics: COUNT_BASED of size permitted, whatever
   // the closed window's type.

@@ -314,6 +314,7 @@ void CircuitBreaker::Core::PublishLocked(State state, std::uint32_t epoch, bool 
   // (relaxed_outcome_log.h, invariant 4) makes sure that either this fold
   // finds it or its thread settles it (SettleDeferred()).
   log().WithdrawAndPublish(cb.word_, word);
+  allowance_seekers = 0;  // Learnt again from the threads that come back.
   // Failures counted over an allowance withdrawn for being too large could
   // reach the threshold: decided on as they go in.
   if (FoldSlotsLocked(second, /*decide=*/true) > 0) Republish(second);

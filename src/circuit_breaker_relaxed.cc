@@ -3,6 +3,8 @@
 // invariants, numbered below as "invariant N", and every memory order) is
 // stated once, in relaxed_outcome_log.h.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 
 #include "circuit_breaker_core.h"
 
@@ -161,19 +163,38 @@ bool CircuitBreaker::Core::GrantLocked(const internal::WindowTotals& t) {
   const int self = internal::t_writer_slot;
   std::int64_t others = 0;
   std::int64_t mine = 0;
+  const bool owned = self >= 0 && self < kOwnedSlots;
+  if (owned) allowance_seekers |= std::uint32_t{1} << self;
+  // The slots that share the room: those holding an allowance, and those
+  // that sought one since the last withdrawal (a thread that found nothing
+  // free must get its share at the others' next grants, not starve).
+  std::uint32_t sharing = allowance_seekers;
   for (int i = 0; i < kOwnedSlots; ++i) {
     const std::uint64_t limit = log().Limit(i);
     const std::uint64_t applied = slot_failures_applied[i];
     const std::int64_t out = limit > applied ? static_cast<std::int64_t>(limit - applied) : 0;
-    (i == self ? mine : others) += out;
+    if (i == self) {
+      mine = out;
+    } else {
+      others += out;
+      if (out > 0) sharing |= std::uint32_t{1} << i;
+    }
   }
   if (others + mine > room) return false;  // Over-granted: withdraw them all.
-  if (self >= 0 && self < kOwnedSlots) {
-    // Half of what is free (room - others >= mine), so that other threads
-    // get theirs too; never less than it had, never more than is free.
+  if (owned) {
+    // An equal share of the room among the sharing slots, and never fewer
+    // than two (a thread alone leaves half for the next to come); never less
+    // than it had, never more than is free (room - others >= mine). A thread
+    // takes the lock again when its share is used up, and the others' shares
+    // then still count in full (their failures are not in the window until
+    // their own next fold): with two threads, half of what is free settled at
+    // a third of the room each, an equal share settles at half of it, and the
+    // lock is taken that much less often (docs/performance.md, "At the
+    // default threshold").
     const std::int64_t free = room - others;
-    const std::int64_t half = std::min<std::int64_t>(kEntries, (free + 1) / 2);
-    const std::int64_t share = std::min(free, std::max(mine, half));
+    const std::int64_t holders = std::max(std::popcount(sharing), 2);
+    const std::int64_t fair = std::min<std::int64_t>(kEntries, (room + holders - 1) / holders);
+    const std::int64_t share = std::min(free, std::max(mine, fair));
     log().SetLimit(self, slot_failures_applied[self] + static_cast<std::uint64_t>(share));
   }
   return room > 0;

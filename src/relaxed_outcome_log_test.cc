@@ -17,11 +17,13 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/testing/manual_clock.h"
@@ -169,6 +171,101 @@ TEST_F(CircuitBreakerRelaxedRace, AbaRegrantOfTheSameWordIsSettledByTheCountingT
   ReleaseAndJoinWorker();
   EXPECT_EQ(breaker_->state(), State::kOpen);
   EXPECT_EQ(breaker_->metrics().failed_calls, 5);
+}
+
+// How often threads take the lock for failures at the default threshold.
+// Threads take turns of 100 calls (10 failures each) on a breaker at the
+// default settings: the window holds 10 failures in 100, which leaves room
+// for 39 more before 50 %. A thread takes the lock again when its grant is
+// used up, and the others' grants then still count in full (their failures
+// are not in the window yet), so the grants together stay within the room.
+thread_local std::int64_t t_counted_without_lock = 0;
+
+void CountHook(RelaxedLogPoint point) {
+  if (point == RelaxedLogPoint::kAllowanceRead) ++t_counted_without_lock;
+}
+
+// Failures per lock acquisition (the one that takes it included) over 100
+// turns each of `players` threads, after a warm-up.
+double FailuresPerLock(int players) {
+  fusebox::testing::ManualClock clock;
+  auto created =
+      CircuitBreaker::Create("relaxed-share", {.outcome_order = OutcomeOrder::kRelaxed}, clock);
+  EXPECT_TRUE(created.has_value()) << created.error().message();
+  if (!created.has_value()) return 0;
+  CircuitBreaker& cb = **created;
+  internal::g_relaxed_log_hook.store(&CountHook, std::memory_order_relaxed);
+
+  const int turns = 100 * players;
+  const int warm_up_turns = 2 * players;
+  std::mutex mu;
+  std::condition_variable cv;
+  int turn = 0;
+  std::int64_t failures = 0;              // After the warm-up, under mu.
+  std::int64_t counted_without_lock = 0;  // Likewise.
+  const auto player = [&](int me) {
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return turn >= turns || turn % players == me; });
+      if (turn >= turns) return;
+      const std::int64_t before = t_counted_without_lock;
+      for (int i = 1; i <= 100; ++i) {
+        Result<Permit> permit = cb.TryAcquire();
+        if (!permit.has_value()) {
+          ADD_FAILURE() << "rejected: " << permit.error().message();
+          turn = turns;  // Ends the other threads' waits too.
+          cv.notify_all();
+          return;
+        }
+        if (i % 10 == 0) {
+          permit->Failure(1ms);
+        } else {
+          permit->Success(1ms);
+        }
+      }
+      if (turn >= warm_up_turns) {
+        failures += 10;
+        counted_without_lock += t_counted_without_lock - before;
+      }
+      ++turn;
+      cv.notify_all();
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(players));
+  for (int i = 0; i < players; ++i) threads.emplace_back(player, i);
+  for (std::thread& t : threads) t.join();
+  internal::g_relaxed_log_hook.store(nullptr, std::memory_order_relaxed);
+
+  EXPECT_EQ(cb.state(), State::kClosed);
+  const std::int64_t locked = failures - counted_without_lock;
+  EXPECT_GT(locked, 0);
+  if (locked <= 0) return 0;
+  return static_cast<double>(failures) / static_cast<double>(locked);
+}
+
+// Two threads: an equal share is about 19 each, hence about 20 failures per
+// lock. Granting half of what is free settled at a third of the room each,
+// 14 failures per lock, and the lock's and the window's lines crossed between
+// the cores half as often again (docs/performance.md, "At the default
+// threshold").
+// Fails when GrantLocked() grants half of what is free instead of a share.
+TEST(RelaxedGrantShare, TwoThreadsTakingTurnsGetHalfTheRoomEach) {
+  const double per_lock = FailuresPerLock(2);
+  EXPECT_GE(per_lock, 18.0);
+  // (39 + 2) / 2 = 20.5, and the window's count drifts by a failure or so.
+  EXPECT_LE(per_lock, 21.5) << "more than the room allows two threads";
+}
+
+// Three threads: a third of the room each, about 14 failures per lock. A
+// share counted only among the slots holding an allowance let the first two
+// take it all and left the third with none, every failure of its under the
+// lock: 3 failures per lock over the three.
+// Fails when GrantLocked() forgets the slots that sought an allowance.
+TEST(RelaxedGrantShare, ThreeThreadsTakingTurnsNoneStarves) {
+  const double per_lock = FailuresPerLock(3);
+  EXPECT_GE(per_lock, 12.0);
+  EXPECT_LE(per_lock, 15.0) << "more than the room allows three threads";
 }
 
 }  // namespace

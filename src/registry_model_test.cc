@@ -257,9 +257,9 @@ TEST(RegistryExactModel, EveryDropIsTheOneTheReferenceModelPredicts) {
 }
 
 // The registry's hash spreads seed 000's keys (which differ only in a few
-// digits) over its 16 shards, picked by the top 4 bits, and over the slots,
-// picked by the bottom bits: a hash that ignores some bytes or mixes poorly
-// would pile keys into a few shards and long probe runs.
+// digits) over both ends of the word: the top 4 bits and the bottom bits
+// (the slot): a hash that ignores some bytes or mixes poorly would pile
+// keys into long probe runs.
 TEST(RegistryKeyHash, SpreadsSeed000KeysOverShardsAndSlots) {
   constexpr int kKeys = 16000;
   std::set<std::uint64_t> hashes;

@@ -448,15 +448,16 @@ struct Registry::Impl {
     for (Entry* e : candidates) table.Erase(e);
     internal::HeavyBarrier();
     internal::CollectHazards(hazards);
-    const std::vector<const void*>& in_use = hazards;  // (a lambda cannot see mu held)
-    std::erase_if(candidates, [&](Entry* e) {
-      if (!std::binary_search(in_use.begin(), in_use.end(), e) &&
+    std::size_t out = 0;
+    for (Entry* e : candidates) {
+      if (!std::binary_search(hazards.begin(), hazards.end(), e) &&
           Evictable(e->breaker, now, idle)) {
-        return false;
+        candidates[out++] = e;
+      } else {
+        table.Insert(e);  // no allocation: the table held it a moment ago
       }
-      table.Insert(e);  // no allocation: the table held it a moment ago
-      return true;
-    });
+    }
+    candidates.resize(out);
   }
 
   // Frees the entries Remove() left to a later writer once no hazard slot
@@ -465,13 +466,16 @@ struct Registry::Impl {
     mu.AssertHeld();
     if (zombies.empty()) return;
     internal::CollectHazards(hazards);
-    const std::vector<const void*>& in_use = hazards;  // (a lambda cannot see mu held)
-    std::erase_if(zombies, [&](Entry* e) {
-      if (std::binary_search(in_use.begin(), in_use.end(), e)) return false;
-      batch.graveyard.push_back(std::move(e->breaker));
-      Entry::Delete(e);
-      return true;
-    });
+    std::size_t out = 0;
+    for (Entry* e : zombies) {
+      if (std::binary_search(hazards.begin(), hazards.end(), e)) {
+        zombies[out++] = e;
+      } else {
+        batch.graveyard.push_back(std::move(e->breaker));
+        Entry::Delete(e);
+      }
+    }
+    zombies.resize(out);
   }
 
   // Under mu, so that no writer can unlink `e` before the hazard slot names

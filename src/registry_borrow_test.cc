@@ -104,6 +104,7 @@ TEST_F(RegistryBorrowTest, RemoveKeepsALentBreakerAliveUntilItIsGivenBack) {
   ASSERT_TRUE(p.has_value());
   p->Success(1ms);
   EXPECT_NE(registry_->Get("k")->get(), b.get()) << "a new breaker for the key";
+  EXPECT_FALSE(weak.expired()) << "a later writer freed it while still lent";
   b = BorrowedBreaker();
   registry_->Sweep();  // a later writer frees it
   EXPECT_TRUE(weak.expired());

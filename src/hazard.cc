@@ -57,7 +57,7 @@ ThreadRecord& AttachThisThread() {
 }
 
 bool EnableAsymmetricBarriers() noexcept {
-  static const bool enabled = [] {
+  static const bool kEnabled = [] {
 #if defined(FUSEBOX_HAZARD_FENCES_ONLY)
     return false;
 #else
@@ -68,7 +68,7 @@ bool EnableAsymmetricBarriers() noexcept {
     return ok;
 #endif
   }();
-  return enabled;
+  return kEnabled;
 }
 
 void HeavyBarrier() noexcept {

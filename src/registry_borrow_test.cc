@@ -113,6 +113,7 @@ TEST_F(RegistryBorrowTest, RemoveKeepsALentBreakerAliveUntilItIsGivenBack) {
 TEST_F(RegistryBorrowTest, AFifthBorrowOnOneThreadIsStillLentAndProtected) {
   Build();
   std::vector<BorrowedBreaker> lent;
+  lent.reserve(6);
   for (int i = 0; i < 6; ++i) lent.push_back(Borrow("k" + std::to_string(i)));
   for (int i = 0; i < 6; ++i) EXPECT_EQ(lent[i]->name(), "k" + std::to_string(i));
   clock_.Advance(16min);
@@ -154,6 +155,7 @@ TEST_F(RegistryBorrowTest, ConcurrentBorrowsAndWritersStayConsistent) {
   std::latch start(kThreads);
   std::atomic<int> wrong{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937 rng(static_cast<unsigned>(t));

@@ -1,5 +1,6 @@
 // Registry benchmarks: hits on a registry holding 5,000 breakers (a hot 64
-// and all 5,000 in a scattered order, by string_view and by RegistryKey),
+// and all 5,000 in a scattered order, by string_view and by RegistryKey,
+// through Get() (a shared_ptr) and Borrow() (a lent breaker)),
 // with the yardsticks measured in the same run (an uncontended fetch_add and
 // a shared_ptr copy, the least a hit that returns a shared_ptr costs), and
 // insertions of 1,000,000 distinct keys whose breakers all trip OPEN (nothing
@@ -72,7 +73,9 @@ std::vector<int> Scattered(int thread) {
   return ids;
 }
 
-template <typename K>
+enum class Hit { kGet, kBorrow };
+
+template <typename K, Hit kHit = Hit::kGet>
 void Lookups(benchmark::State& state, const std::vector<int>& ids) {
   Registry& registry = SharedRegistry();
   std::vector<K> keys;
@@ -82,8 +85,13 @@ void Lookups(benchmark::State& state, const std::vector<int>& ids) {
   std::size_t i = 0;
   const std::uint64_t allocs_before = bench::Allocations();
   for (auto _ : state) {
-    Result<std::shared_ptr<CircuitBreaker>> b = registry.Get(keys[i]);
-    benchmark::DoNotOptimize(b);
+    if constexpr (kHit == Hit::kGet) {
+      Result<std::shared_ptr<CircuitBreaker>> b = registry.Get(keys[i]);
+      benchmark::DoNotOptimize(b);
+    } else {
+      Result<BorrowedBreaker> b = registry.Borrow(keys[i]);
+      benchmark::DoNotOptimize(b);
+    }
     if (++i == n) i = 0;
   }
   state.counters["allocs_per_call"] =
@@ -104,10 +112,26 @@ void BM_Registry_Hot64_RegistryKey(benchmark::State& state) {
 void BM_Registry_Scattered5000_RegistryKey(benchmark::State& state) {
   Lookups<RegistryKey>(state, Scattered(state.thread_index()));
 }
+void BM_Registry_Hot64_Borrow(benchmark::State& state) {
+  Lookups<std::string, Hit::kBorrow>(state, Hot(state.thread_index()));
+}
+void BM_Registry_Scattered5000_Borrow(benchmark::State& state) {
+  Lookups<std::string, Hit::kBorrow>(state, Scattered(state.thread_index()));
+}
+void BM_Registry_Hot64_RegistryKey_Borrow(benchmark::State& state) {
+  Lookups<RegistryKey, Hit::kBorrow>(state, Hot(state.thread_index()));
+}
+void BM_Registry_Scattered5000_RegistryKey_Borrow(benchmark::State& state) {
+  Lookups<RegistryKey, Hit::kBorrow>(state, Scattered(state.thread_index()));
+}
 BENCHMARK(BM_Registry_Hot64)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Scattered5000)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Hot64_RegistryKey)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Scattered5000_RegistryKey)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Registry_Hot64_Borrow)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Registry_Scattered5000_Borrow)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Registry_Hot64_RegistryKey_Borrow)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Registry_Scattered5000_RegistryKey_Borrow)->Threads(1)->Threads(2)->UseRealTime();
 
 // Yardsticks, in the same run. An uncontended atomic increment:
 void BM_Registry_Baseline_FetchAdd(benchmark::State& state) {
@@ -130,6 +154,25 @@ void BM_Registry_Baseline_SharedPtrCopy(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Registry_Baseline_SharedPtrCopy);
+
+// Distinct keys on a full registry whose breakers are all evictable: every
+// insertion drops the least recently used, so it pays the writer's side of
+// the lock-free lookup (one membarrier, a look at every thread's slots).
+void BM_Registry_Churn_EvictEveryInsert(benchmark::State& state) {
+  std::unique_ptr<Registry> registry = *Registry::Create({.max_breakers = 1000});
+  long long i = 0;
+  for (; i < 1000; ++i) (void)registry->Get(Key(2000000000LL + i));
+  std::vector<std::string> keys;
+  for (int k = 0; k < 4096; ++k) keys.push_back(Key(3000000000LL + k));
+  std::size_t next = 0;
+  for (auto _ : state) {
+    Result<std::shared_ptr<CircuitBreaker>> b = registry->Get(keys[next]);
+    benchmark::DoNotOptimize(b);
+    next = (next + 1) & 4095;  // 4,096 keys through 1,000 places: always a miss
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Registry_Churn_EvictEveryInsert);
 
 double RssMiB() {
   long pages = 0;

@@ -7,22 +7,15 @@
 #include <map>
 #include <new>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "fusebox/internal/mutex.h"
 #include "fusebox/internal/thread_annotations.h"
+#include "hazard.h"
 
 namespace fusebox {
 namespace {
-
-// The top bits of a key's hash pick its shard, the bottom bits its slot.
-constexpr unsigned kShardBits = 4;
-constexpr std::size_t kShards = std::size_t{1} << kShardBits;
-// Reader slots per shard lock: threads take different ones, so concurrent
-// lookups write to different cache lines.
-constexpr std::size_t kReaderSlots = 4;
 
 std::uint64_t Load64(const unsigned char* p) noexcept {
   std::uint64_t v;
@@ -43,44 +36,22 @@ std::uint64_t Mix(std::uint64_t a, std::uint64_t b) noexcept {
   return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);
 }
 
+// Whether n bytes are equal, without a call for the keys the registry holds
+// (a probe compares bytes only after a 64-bit hash match, so they almost
+// always are): 8 bytes a step, the last 8 overlapping.
+bool SameBytes(const char* a, const char* b, std::size_t n) noexcept {
+  if (n < 8) return std::memcmp(a, b, n) == 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(a);
+  const auto* q = reinterpret_cast<const unsigned char*>(b);
+  std::uint64_t diff = Load64(p + n - 8) ^ Load64(q + n - 8);
+  for (std::size_t i = 0; i + 8 < n; i += 8) diff |= Load64(p + i) ^ Load64(q + i);
+  return diff == 0;
+}
+
 constexpr std::uint64_t kK0 = 0xa0761d6478bd642full;
 constexpr std::uint64_t kK1 = 0xe7037ed1a0b428dbull;
 constexpr std::uint64_t kK2 = 0x8ebc6af09c88c6e3ull;
 constexpr std::uint64_t kK3 = 0x589965cc75374cc3ull;
-
-// Spins briefly, then lets another thread run (the machine may have fewer
-// cores than threads).
-void Backoff(int& spins) noexcept {
-  if (++spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  } else {
-    std::this_thread::yield();
-  }
-}
-
-class FUSEBOX_CAPABILITY("mutex") SpinLock {
- public:
-  void Lock() FUSEBOX_ACQUIRE() {
-    int spins = 0;
-    while (locked_.exchange(true, std::memory_order_acquire)) {
-      while (locked_.load(std::memory_order_relaxed)) Backoff(spins);
-    }
-  }
-  void Unlock() FUSEBOX_RELEASE() { locked_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> locked_{false};
-};
-
-// This thread's reader slot, assigned round robin on first use.
-std::size_t ReaderSlot() noexcept {
-  static std::atomic<std::size_t> next{0};
-  thread_local std::size_t slot = kReaderSlots;  // constant-initialised: no TLS guard
-  if (slot == kReaderSlots) slot = next.fetch_add(1, std::memory_order_relaxed) % kReaderSlots;
-  return slot;
-}
 
 }  // namespace
 
@@ -217,9 +188,21 @@ struct Registry::Entry : Links {
   }
   static Entry* From(Links* l) noexcept { return static_cast<Entry*>(l); }
 
+  // A use at `now`: written only when the tick has moved, so that threads
+  // sharing a hot key do not take turns owning its cache line for nothing.
+  void Touch(Duration::rep now) noexcept {
+    if (last_used_ns.load(std::memory_order_relaxed) != now) {
+      last_used_ns.store(now, std::memory_order_relaxed);
+    }
+  }
+
   char* key_data() noexcept { return reinterpret_cast<char*>(this + 1); }
   std::string_view key() const noexcept {
     return {reinterpret_cast<const char*>(this + 1), key_size};
+  }
+  bool Is(std::uint64_t h, std::string_view k) const noexcept {
+    return hash == h && key_size == k.size() &&
+           SameBytes(reinterpret_cast<const char*>(this + 1), k.data(), k.size());
   }
 
   const std::uint64_t hash;
@@ -239,121 +222,131 @@ namespace {
 // Open addressing with linear probing. A slot keeps the full hash, so a probe
 // looks at an entry only when the hashes are equal. Deletion shifts the
 // following entries back (no tombstones). Load factor <= 1/2.
+//
+// Written by one writer at a time (under Impl::mu), read without a lock:
+// slots are atomics, and an array replaced by a larger one is kept (frozen)
+// until the table dies, since a reader may still be walking it; together
+// they take less than twice the memory of the newest. A reader that finds
+// an entry validates it after publishing its hazard (FindShared()).
 template <typename Entry>
 class Table {
  public:
-  Table() : slots_(new Slot[kInitial]()), mask_(kInitial - 1) {}
+  Table() { current_.store(&Publish(kInitial), std::memory_order_relaxed); }
 
+  // Under Impl::mu only.
   Entry* Find(std::uint64_t hash, std::string_view key) const noexcept {
-    for (std::size_t i = hash & mask_;; i = (i + 1) & mask_) {
-      const Slot& s = slots_[i];
-      if (s.entry == nullptr) return nullptr;
-      if (s.hash == hash && s.entry->key() == key) return s.entry;
+    const Array& a = *current_.load(std::memory_order_relaxed);
+    for (std::size_t i = hash & a.mask;; i = (i + 1) & a.mask) {
+      const Slot& s = a.slots[i];
+      Entry* e = s.entry.load(std::memory_order_relaxed);
+      if (e == nullptr) return nullptr;
+      if (e->Is(hash, key)) return e;
     }
   }
 
+  // Without a lock: the entry for `key`, published in `hazard`, or nullptr
+  // with `hazard` clear, when it is not there or a writer moved it meanwhile
+  // (the caller then asks again under the lock). Once `hazard` names the
+  // entry and the slot still holds it, a writer that unlinks it afterwards
+  // finds the hazard (see hazard.h) and does not free it.
+  [[gnu::always_inline]] Entry* FindShared(std::uint64_t hash, std::string_view key,
+                                           internal::HazardSlot& hazard) const noexcept {
+    const Array* a = current_.load(std::memory_order_acquire);
+    std::size_t i = hash & a->mask;
+    for (std::size_t probes = 0; probes <= a->mask; ++probes, i = (i + 1) & a->mask) {
+      const Slot& s = a->slots[i];
+      Entry* e = s.entry.load(std::memory_order_acquire);
+      if (e == nullptr) return nullptr;
+      if (s.hash.load(std::memory_order_relaxed) != hash) continue;
+      hazard.store(e, std::memory_order_relaxed);
+      internal::LightBarrier();
+      if (current_.load(std::memory_order_acquire) != a ||
+          s.entry.load(std::memory_order_acquire) != e) {
+        break;
+      }
+      if (e->Is(hash, key)) [[likely]]
+        return e;
+      hazard.store(nullptr, std::memory_order_relaxed);
+    }
+    hazard.store(nullptr, std::memory_order_relaxed);
+    return nullptr;
+  }
+
+  // Under Impl::mu only, as are Erase() and ForEach().
   void Insert(Entry* e) {
-    if ((count_ + 1) * 2 > mask_ + 1) Grow();
-    Place(e);
+    const Array& a = *current_.load(std::memory_order_relaxed);
+    if ((count_ + 1) * 2 > a.mask + 1) Grow(a);
+    Place(*current_.load(std::memory_order_relaxed), e);
     ++count_;
   }
 
   void Erase(Entry* e) noexcept {
-    std::size_t i = e->hash & mask_;
-    while (slots_[i].entry != e) i = (i + 1) & mask_;
+    Array& a = *current_.load(std::memory_order_relaxed);
+    Slot* const slots = a.slots.get();
+    std::size_t i = e->hash & a.mask;
+    while (slots[i].entry.load(std::memory_order_relaxed) != e) i = (i + 1) & a.mask;
     // Backward shift: move later entries of the run into the hole when their
-    // home slot does not lie (cyclically) in (hole, j].
+    // home slot does not lie (cyclically) in (hole, j]. A reader may miss an
+    // entry while it moves: it then asks again under the lock.
     std::size_t hole = i;
-    for (std::size_t j = (i + 1) & mask_; slots_[j].entry != nullptr; j = (j + 1) & mask_) {
-      const std::size_t home = slots_[j].hash & mask_;
+    for (std::size_t j = (i + 1) & a.mask;; j = (j + 1) & a.mask) {
+      Entry* moved = slots[j].entry.load(std::memory_order_relaxed);
+      if (moved == nullptr) break;
+      const std::size_t home = moved->hash & a.mask;
       const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
       if (stays) continue;
-      slots_[hole] = slots_[j];
+      slots[hole].hash.store(moved->hash, std::memory_order_relaxed);
+      slots[hole].entry.store(moved, std::memory_order_release);
       hole = j;
     }
-    slots_[hole] = Slot{};
+    slots[hole].entry.store(nullptr, std::memory_order_release);
+    slots[hole].hash.store(0, std::memory_order_relaxed);
     --count_;
   }
 
   template <typename F>
   void ForEach(F&& f) const {
-    for (std::size_t i = 0; i <= mask_; ++i) {
-      if (slots_[i].entry != nullptr) f(slots_[i].entry);
+    const Array& a = *current_.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i <= a.mask; ++i) {
+      if (Entry* e = a.slots[i].entry.load(std::memory_order_relaxed)) f(e);
     }
   }
 
  private:
   static constexpr std::size_t kInitial = 16;
   struct Slot {
-    std::uint64_t hash = 0;
-    Entry* entry = nullptr;
+    std::atomic<std::uint64_t> hash{0};
+    std::atomic<Entry*> entry{nullptr};
+  };
+  struct Array {
+    explicit Array(std::size_t size) : mask(size - 1), slots(new Slot[size]) {}
+    const std::size_t mask;
+    const std::unique_ptr<Slot[]> slots;
   };
 
-  void Place(Entry* e) noexcept {
-    std::size_t i = e->hash & mask_;
-    while (slots_[i].entry != nullptr) i = (i + 1) & mask_;
-    slots_[i] = Slot{e->hash, e};
+  static void Place(Array& a, Entry* e) noexcept {
+    std::size_t i = e->hash & a.mask;
+    while (a.slots[i].entry.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & a.mask;
+    a.slots[i].hash.store(e->hash, std::memory_order_relaxed);
+    a.slots[i].entry.store(e, std::memory_order_release);
   }
 
-  void Grow() {
-    std::unique_ptr<Slot[]> old = std::move(slots_);
-    const std::size_t old_size = mask_ + 1;
-    slots_.reset(new Slot[old_size * 2]());
-    mask_ = old_size * 2 - 1;
-    for (std::size_t i = 0; i < old_size; ++i) {
-      if (old[i].entry != nullptr) Place(old[i].entry);
+  Array& Publish(std::size_t size) {
+    arrays_.push_back(std::make_unique<Array>(size));
+    return *arrays_.back();
+  }
+
+  void Grow(const Array& old) {
+    Array& grown = Publish((old.mask + 1) * 2);
+    for (std::size_t i = 0; i <= old.mask; ++i) {
+      if (Entry* e = old.slots[i].entry.load(std::memory_order_relaxed)) Place(grown, e);
     }
+    current_.store(&grown, std::memory_order_release);
   }
 
-  std::unique_ptr<Slot[]> slots_;
-  std::size_t mask_;
+  std::vector<std::unique_ptr<Array>> arrays_;  // every array published, newest last
+  std::atomic<Array*> current_{nullptr};
   std::size_t count_ = 0;
-};
-
-}  // namespace
-
-// A table behind a reader-writer lock made of kReaderSlots spin locks, each
-// on its own cache line: a reader takes its thread's slot, a writer takes
-// them all. The table is read under any slot and written under all of them.
-struct Registry::Shard {
-  struct alignas(64) ReaderLock {
-    SpinLock lock;
-  };
-  ReaderLock readers[kReaderSlots];
-  Table<Entry> table;
-
-  SpinLock& ReadLock() noexcept { return readers[ReaderSlot()].lock; }
-  void LockAll() noexcept FUSEBOX_NO_THREAD_SAFETY_ANALYSIS {
-    for (ReaderLock& r : readers) r.lock.Lock();
-  }
-  void UnlockAll() noexcept FUSEBOX_NO_THREAD_SAFETY_ANALYSIS {
-    for (ReaderLock& r : readers) r.lock.Unlock();
-  }
-};
-
-namespace {
-
-class ReadGuard {
- public:
-  explicit ReadGuard(SpinLock& l) FUSEBOX_NO_THREAD_SAFETY_ANALYSIS : l_(l) { l_.Lock(); }
-  ~ReadGuard() FUSEBOX_NO_THREAD_SAFETY_ANALYSIS { l_.Unlock(); }
-  ReadGuard(const ReadGuard&) = delete;
-  ReadGuard& operator=(const ReadGuard&) = delete;
-
- private:
-  SpinLock& l_;
-};
-
-template <typename ShardT>
-class WriteGuard {
- public:
-  explicit WriteGuard(ShardT& s) : s_(s) { s_.LockAll(); }
-  ~WriteGuard() { s_.UnlockAll(); }
-  WriteGuard(const WriteGuard&) = delete;
-  WriteGuard& operator=(const WriteGuard&) = delete;
-
- private:
-  ShardT& s_;
 };
 
 }  // namespace
@@ -368,52 +361,6 @@ struct Registry::EventBatch {
   void Add(RegistryEvent::Kind kind, std::string key, std::size_t size, std::uint64_t count = 0) {
     keys.push_back(std::move(key));
     events.push_back(RegistryEvent{kind, keys.back(), size, count});
-  }
-};
-
-struct Registry::Impl {
-  Shard shards[kShards];
-  std::atomic<std::size_t> size{0};
-  std::atomic<Duration::rep> last_sweep_ns{0};
-  std::atomic<std::uint64_t> overflowed{0};
-  std::atomic<std::uint64_t> lru_visits{0};
-  std::atomic<std::uint64_t> lru_runs{0};
-
-  // Insertions, removals, sweeps: one at a time. Taken before a shard's
-  // write lock.
-  internal::Mutex mu;
-  // Every entry not set aside, least recently queued at the back.
-  List queue FUSEBOX_GUARDED_BY(mu);
-  // Protected entries found at the back of the queue; the next idle sweep
-  // puts them back.
-  List set_aside FUSEBOX_GUARDED_BY(mu);
-  // Report kCapacityExceeded again once the registry holds this many (0: at
-  // the next insertion beyond max_breakers).
-  std::size_t next_capacity_report FUSEBOX_GUARDED_BY(mu) = 0;
-  std::map<std::string, std::shared_ptr<CircuitBreaker>, std::less<>> overflow
-      FUSEBOX_GUARDED_BY(mu);
-  std::uint64_t overflowed_unreported FUSEBOX_GUARDED_BY(mu) = 0;
-  Duration::rep last_overflow_report_ns FUSEBOX_GUARDED_BY(mu) = 0;
-  bool overflow_reported FUSEBOX_GUARDED_BY(mu) = false;
-
-  mutable internal::Mutex configs_mu;
-  std::map<std::string, CircuitBreakerConfig, std::less<>> configs FUSEBOX_GUARDED_BY(configs_mu);
-
-  // Frees an entry already erased from its shard's table: its breaker goes
-  // to the batch's graveyard, its event to the batch.
-  void Drop(Entry* e, RegistryEvent::Kind kind, EventBatch& batch) {
-    mu.AssertHeld();
-    e->Unlink();
-    batch.graveyard.push_back(std::move(e->breaker));
-    const std::size_t now_size = size.fetch_sub(1, std::memory_order_relaxed) - 1;
-    batch.Add(kind, std::string(e->key()), now_size);
-    Entry::Delete(e);
-  }
-
-  ~Impl() {
-    for (Shard& shard : shards) {
-      shard.table.ForEach([](Entry* e) { Entry::Delete(e); });
-    }
   }
 };
 
@@ -434,6 +381,131 @@ bool Evictable(const std::shared_ptr<CircuitBreaker>& b, TimePoint now, Duration
 }
 
 }  // namespace
+
+// What a lookup lends: the breaker and the hazard slot naming its entry, or
+// (an overflow breaker, or no slot free) a shared_ptr.
+struct Registry::Lent {
+  CircuitBreaker* breaker = nullptr;
+  internal::HazardSlot* hazard = nullptr;  // names `entry`
+  Entry* entry = nullptr;
+  std::shared_ptr<CircuitBreaker> owned;  // when hazard is null
+};
+
+struct Registry::Impl {
+  // Read without a lock (Table::FindShared), written under mu.
+  Table<Entry> table;
+  std::atomic<std::size_t> size{0};
+  std::atomic<Duration::rep> last_sweep_ns{0};
+  std::atomic<std::uint64_t> overflowed{0};
+  std::atomic<std::uint64_t> lru_visits{0};
+  std::atomic<std::uint64_t> lru_runs{0};
+
+  // Insertions, removals, sweeps: one at a time.
+  internal::Mutex mu;
+  // Every entry not set aside, least recently queued at the back.
+  List queue FUSEBOX_GUARDED_BY(mu);
+  // Protected entries found at the back of the queue; the next idle sweep
+  // puts them back.
+  List set_aside FUSEBOX_GUARDED_BY(mu);
+  // Report kCapacityExceeded again once the registry holds this many (0: at
+  // the next insertion beyond max_breakers).
+  std::size_t next_capacity_report FUSEBOX_GUARDED_BY(mu) = 0;
+  std::map<std::string, std::shared_ptr<CircuitBreaker>, std::less<>> overflow
+      FUSEBOX_GUARDED_BY(mu);
+  std::uint64_t overflowed_unreported FUSEBOX_GUARDED_BY(mu) = 0;
+  Duration::rep last_overflow_report_ns FUSEBOX_GUARDED_BY(mu) = 0;
+  bool overflow_reported FUSEBOX_GUARDED_BY(mu) = false;
+
+  // Entries Remove() unlinked while a thread still had them in a hazard
+  // slot: freed by a later writer once no slot names them.
+  std::vector<Entry*> zombies FUSEBOX_GUARDED_BY(mu);
+  // Scratch for CollectHazards() and EvictLru().
+  std::vector<const void*> hazards FUSEBOX_GUARDED_BY(mu);
+  std::vector<Entry*> scratch FUSEBOX_GUARDED_BY(mu);
+
+  mutable internal::Mutex configs_mu;
+  std::map<std::string, CircuitBreakerConfig, std::less<>> configs FUSEBOX_GUARDED_BY(configs_mu);
+
+  // Frees an entry already erased from its shard's table: its breaker goes
+  // to the batch's graveyard, its event to the batch.
+  void Drop(Entry* e, RegistryEvent::Kind kind, EventBatch& batch) {
+    mu.AssertHeld();
+    e->Unlink();
+    batch.graveyard.push_back(std::move(e->breaker));
+    const std::size_t now_size = size.fetch_sub(1, std::memory_order_relaxed) - 1;
+    batch.Add(kind, std::string(e->key()), now_size);
+    Entry::Delete(e);
+  }
+
+  // Takes `candidates` (evictable entries of the table) out of the table and,
+  // once every thread is sure to see that (the heavy barrier), puts back
+  // those that a hazard slot names (a lookup in progress, a breaker lent)
+  // or that stopped being evictable meanwhile. `candidates` keeps the
+  // others, in order: out of every reader's reach, for Drop().
+  void Withdraw(std::vector<Entry*>& candidates, TimePoint now, Duration idle) {
+    mu.AssertHeld();
+    if (candidates.empty()) return;
+    for (Entry* e : candidates) table.Erase(e);
+    internal::HeavyBarrier();
+    internal::CollectHazards(hazards);
+    std::size_t out = 0;
+    for (Entry* e : candidates) {
+      if (!std::binary_search(hazards.begin(), hazards.end(), e) &&
+          Evictable(e->breaker, now, idle)) {
+        candidates[out++] = e;
+      } else {
+        table.Insert(e);  // no allocation: the table held it a moment ago
+      }
+    }
+    candidates.resize(out);
+  }
+
+  // Frees the entries Remove() left to a later writer once no hazard slot
+  // names them; their breakers go to the batch's graveyard.
+  void Reap(EventBatch& batch) {
+    mu.AssertHeld();
+    if (zombies.empty()) return;
+    internal::CollectHazards(hazards);
+    std::size_t out = 0;
+    for (Entry* e : zombies) {
+      if (std::binary_search(hazards.begin(), hazards.end(), e)) {
+        zombies[out++] = e;
+      } else {
+        batch.graveyard.push_back(std::move(e->breaker));
+        Entry::Delete(e);
+      }
+    }
+    zombies.resize(out);
+  }
+
+  // Under mu, so that no writer can unlink `e` before the hazard slot names
+  // it: lends its breaker through a slot, or a shared_ptr if none is free.
+  static Lent LendLocked(Entry* e) {
+    if (internal::HazardSlot* hazard = internal::FreeHazardSlot()) {
+      hazard->store(e, std::memory_order_relaxed);
+      return Lent{e->breaker.get(), hazard, e, nullptr};
+    }
+    return Lent{e->breaker.get(), nullptr, nullptr, e->breaker};
+  }
+
+  // A lent breaker as a shared_ptr; gives the slot back.
+  static std::shared_ptr<CircuitBreaker> Share(Lent& lent) {
+    if (lent.hazard == nullptr) return std::move(lent.owned);
+    std::shared_ptr<CircuitBreaker> breaker = lent.entry->breaker;
+    lent.hazard->store(nullptr, std::memory_order_release);
+    return breaker;
+  }
+
+  static BorrowedBreaker Lend(Lent& lent) {
+    if (lent.hazard == nullptr) return BorrowedBreaker(std::move(lent.owned));
+    return BorrowedBreaker(lent.breaker, lent.hazard);
+  }
+
+  ~Impl() {
+    table.ForEach([](Entry* e) { Entry::Delete(e); });
+    for (Entry* e : zombies) Entry::Delete(e);
+  }
+};
 
 Result<std::unique_ptr<Registry>> Registry::Create(RegistryOptions options) {
   if (options.max_breakers < 1) {
@@ -456,6 +528,8 @@ Result<std::unique_ptr<Registry>> Registry::Create(RegistryOptions options) {
   }
   Status s = options.default_config.Validate();
   if (!s.ok()) return Status::InvalidArgument("default_config: " + std::string(s.message()));
+  // Before any lookup of any registry: readers and writers must agree on it.
+  internal::EnableAsymmetricBarriers();
   return std::unique_ptr<Registry>(new Registry(std::move(options)));
 }
 
@@ -480,10 +554,6 @@ Status Registry::AddConfig(std::string name, CircuitBreakerConfig config) {
   return Status();
 }
 
-Registry::Shard& Registry::ShardFor(std::uint64_t hash) const {
-  return impl_->shards[hash >> (64 - kShardBits)];
-}
-
 Result<std::shared_ptr<CircuitBreaker>> Registry::Get(std::string_view key,
                                                       std::string_view config_name) {
   return GetHashed(RegistryKey::Hash(key), key, config_name);
@@ -494,42 +564,65 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::Get(const RegistryKey& key,
   return GetHashed(key.hash(), key.key(), config_name);
 }
 
+Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view config_name) {
+  return BorrowHashed(RegistryKey::Hash(key), key, config_name);
+}
+
+Result<BorrowedBreaker> Registry::Borrow(const RegistryKey& key, std::string_view config_name) {
+  return BorrowHashed(key.hash(), key.key(), config_name);
+}
+
+// A hit: the entry, published in a slot of this thread's, and touched.
+Registry::Entry* Registry::Hit(std::uint64_t hash, std::string_view key, TimePoint now,
+                               internal::HazardSlot* hazard) const {
+  if (hazard == nullptr) return nullptr;
+  Entry* e = impl_->table.FindShared(hash, key, *hazard);
+  if (e != nullptr) e->Touch(now.time_since_epoch().count());
+  return e;
+}
+
 Result<std::shared_ptr<CircuitBreaker>> Registry::GetHashed(std::uint64_t hash,
                                                             std::string_view key,
                                                             std::string_view config_name) {
   // The coarse clock is plenty to rank entries by last use and to notice
   // that a minute has passed since the last sweep.
   const TimePoint now = clock_.CoarseNow();
-  const Duration::rep now_ns = now.time_since_epoch().count();
-  Shard& shard = ShardFor(hash);
-  {
-    std::shared_ptr<CircuitBreaker> hit;
-    {
-      ReadGuard lock(shard.ReadLock());
-      if (Entry* e = shard.table.Find(hash, key)) {
-        // Written only when the tick has moved: threads sharing a hot key
-        // do not take turns owning its cache line for nothing.
-        if (e->last_used_ns.load(std::memory_order_relaxed) != now_ns) {
-          e->last_used_ns.store(now_ns, std::memory_order_relaxed);
-        }
-        hit = e->breaker;
-      }
-    }
-    if (hit) {
-      // After the lookup: the key just asked for is fresh and held, so the
-      // sweep cannot drop it.
-      MaybeSweep(now);
-      return hit;
-    }
+  internal::HazardSlot* hazard = internal::FreeHazardSlot();
+  if (Entry* e = Hit(hash, key, now, hazard)) {
+    std::shared_ptr<CircuitBreaker> breaker = e->breaker;
+    hazard->store(nullptr, std::memory_order_release);
+    // After the lookup: the key just asked for is fresh and held, so the
+    // sweep cannot drop it.
+    MaybeSweep(now);
+    return breaker;
   }
+  Result<Lent> lent = Miss(hash, key, config_name, now);
+  if (!lent) return std::move(lent).error();
+  return Impl::Share(*lent);
+}
+
+Result<BorrowedBreaker> Registry::BorrowHashed(std::uint64_t hash, std::string_view key,
+                                               std::string_view config_name) {
+  const TimePoint now = clock_.CoarseNow();
+  internal::HazardSlot* hazard = internal::FreeHazardSlot();
+  if (Entry* e = Hit(hash, key, now, hazard)) {
+    MaybeSweep(now);
+    return BorrowedBreaker(e->breaker.get(), hazard);
+  }
+  Result<Lent> lent = Miss(hash, key, config_name, now);
+  if (!lent) return std::move(lent).error();
+  return Impl::Lend(*lent);
+}
+
+Result<Registry::Lent> Registry::Miss(std::uint64_t hash, std::string_view key,
+                                      std::string_view config_name, TimePoint now) {
   MaybeSweep(now);
   if (key.empty()) return Status::InvalidArgument("breaker key must not be empty");
   return Insert(hash, key, config_name, now);
 }
 
-Result<std::shared_ptr<CircuitBreaker>> Registry::Insert(std::uint64_t hash, std::string_view key,
-                                                         std::string_view config_name,
-                                                         TimePoint now) {
+Result<Registry::Lent> Registry::Insert(std::uint64_t hash, std::string_view key,
+                                        std::string_view config_name, TimePoint now) {
   CircuitBreakerConfig config;
   {
     internal::MutexLock lock(&impl_->configs_mu);
@@ -540,17 +633,18 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::Insert(std::uint64_t hash, std
     config = it->second;
   }
   const Duration::rep now_ns = now.time_since_epoch().count();
-  Shard& shard = ShardFor(hash);
   EventBatch batch;
-  std::shared_ptr<CircuitBreaker> breaker;
+  Lent lent;
   {
     // Created under the registry lock so that concurrent first Gets of one
-    // key build one breaker and report one kCreated; inserted under the
-    // shard's write lock so that no reader sees it before on_create ran.
+    // key build one breaker and report one kCreated; published in the table
+    // only once on_create ran, so that no reader sees it before.
     internal::MutexLock lock(&impl_->mu);
-    {
-      ReadGuard read(shard.ReadLock());
-      if (Entry* e = shard.table.Find(hash, key)) return e->breaker;
+    impl_->Reap(batch);
+    if (Entry* e = impl_->table.Find(hash, key)) {
+      // Another thread inserted it meanwhile, or a writer was moving it.
+      e->Touch(now_ns);
+      return impl_->LendLocked(e);
     }
     std::size_t size = impl_->size.load(std::memory_order_relaxed);
     if (size >= options_.max_breakers) {
@@ -583,29 +677,27 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::Insert(std::uint64_t hash, std
                   impl_->overflowed_unreported);
         impl_->overflowed_unreported = 0;
       }
-      breaker = overflow;
+      lent = Lent{overflow.get(), nullptr, nullptr, overflow};
     } else {
       auto created = CircuitBreaker::CreateUnjoined(std::string(key), std::move(config), clock_);
       if (!created) return std::move(created).error();  // Cannot happen: validated.
-      breaker = std::shared_ptr<CircuitBreaker>(std::move(*created));
+      auto breaker = std::shared_ptr<CircuitBreaker>(std::move(*created));
       // Observers first, then the fleet: a transition the fleet's state
       // causes at once (an override in force, read by the store's thread)
       // reaches every observer (issue 16).
       if (options_.on_create) options_.on_create(*breaker);
       breaker->JoinFleet();
-      Entry* e = Entry::New(hash, key, breaker, now_ns);
-      {
-        WriteGuard<Shard> write(shard);
-        shard.table.Insert(e);
-      }
+      Entry* e = Entry::New(hash, key, std::move(breaker), now_ns);
+      impl_->table.Insert(e);
       impl_->queue.PushFront(e);
+      lent = impl_->LendLocked(e);
       size = impl_->size.fetch_add(1, std::memory_order_relaxed) + 1;
       batch.Add(RegistryEvent::Kind::kCreated, std::string(key), size);
       ReportCapacity(size, batch);
     }
   }
   Emit(batch);
-  return breaker;
+  return lent;
 }
 
 void Registry::ReportCapacity(std::size_t size, EventBatch& batch) {
@@ -640,22 +732,17 @@ std::size_t Registry::EvictLru(TimePoint now, std::size_t target, std::size_t li
       impl_->queue.PushFront(e);
       continue;
     }
-    Shard& shard = ShardFor(e->hash);
-    {
-      // Under the write lock no reader can copy the shared_ptr meanwhile,
-      // so use_count() == 1 stays true until the entry is gone.
-      WriteGuard<Shard> write(shard);
-      if (Evictable(e->breaker, now, options_.idle_timeout)) {
-        shard.table.Erase(e);
-      } else {
-        e = nullptr;
-      }
+    impl_->scratch.assign(1, e);
+    if (Evictable(e->breaker, now, options_.idle_timeout)) {
+      impl_->Withdraw(impl_->scratch, now, options_.idle_timeout);
+    } else {
+      impl_->scratch.clear();
     }
-    if (e == nullptr) {
-      Entry* kept = Entry::From(back);
-      kept->Unlink();
-      kept->set_aside = true;
-      impl_->set_aside.PushFront(kept);
+    if (impl_->scratch.empty()) {
+      // Protected (or in use): looked at again by the next idle sweep.
+      e->Unlink();
+      e->set_aside = true;
+      impl_->set_aside.PushFront(e);
       continue;
     }
     impl_->Drop(e, RegistryEvent::Kind::kEvictedLru, batch);
@@ -667,30 +754,40 @@ std::size_t Registry::EvictLru(TimePoint now, std::size_t target, std::size_t li
 
 std::shared_ptr<CircuitBreaker> Registry::Find(std::string_view key) const {
   const std::uint64_t hash = RegistryKey::Hash(key);
-  Shard& shard = ShardFor(hash);
-  ReadGuard lock(shard.ReadLock());
-  Entry* e = shard.table.Find(hash, key);
+  if (internal::HazardSlot* hazard = internal::FreeHazardSlot()) {
+    if (Entry* e = impl_->table.FindShared(hash, key, *hazard)) {
+      std::shared_ptr<CircuitBreaker> breaker = e->breaker;
+      hazard->store(nullptr, std::memory_order_release);
+      return breaker;
+    }
+  }
+  internal::MutexLock lock(&impl_->mu);
+  Entry* e = impl_->table.Find(hash, key);
   return e == nullptr ? nullptr : e->breaker;
 }
 
 bool Registry::Remove(std::string_view key) {
-  std::shared_ptr<CircuitBreaker> dropped;  // Destroyed outside the locks.
+  EventBatch batch;  // Breakers dropped are destroyed outside the lock.
   std::size_t size = 0;
   {
     const std::uint64_t hash = RegistryKey::Hash(key);
-    Shard& shard = ShardFor(hash);
     internal::MutexLock lock(&impl_->mu);
-    Entry* e = nullptr;
-    {
-      WriteGuard<Shard> write(shard);
-      e = shard.table.Find(hash, key);
-      if (e == nullptr) return false;
-      shard.table.Erase(e);
-    }
+    impl_->Reap(batch);
+    Entry* e = impl_->table.Find(hash, key);
+    if (e == nullptr) return false;
+    impl_->table.Erase(e);
     e->Unlink();
-    dropped = std::move(e->breaker);
-    Entry::Delete(e);
     size = impl_->size.fetch_sub(1, std::memory_order_relaxed) - 1;
+    // Dropped whatever its state, but not freed while a thread has it in a
+    // hazard slot (a BorrowedBreaker): a later writer frees it.
+    internal::HeavyBarrier();
+    internal::CollectHazards(impl_->hazards);
+    if (std::binary_search(impl_->hazards.begin(), impl_->hazards.end(), e)) {
+      impl_->zombies.push_back(e);
+    } else {
+      batch.graveyard.push_back(std::move(e->breaker));
+      Entry::Delete(e);
+    }
   }
   Emit(RegistryEvent{RegistryEvent::Kind::kRemoved, key, size});
   return true;
@@ -709,13 +806,10 @@ RegistryStats Registry::stats() const {
 void Registry::ForEach(const std::function<void(const std::string&, CircuitBreaker&)>& fn) const {
   std::vector<std::pair<std::string, std::shared_ptr<CircuitBreaker>>> snapshot;
   snapshot.reserve(size());
-  for (Shard& shard : impl_->shards) {
-    ReadGuard lock(shard.ReadLock());
-    shard.table.ForEach(
-        [&](Entry* e) { snapshot.emplace_back(std::string(e->key()), e->breaker); });
-  }
   {
     internal::MutexLock lock(&impl_->mu);
+    impl_->table.ForEach(
+        [&](Entry* e) { snapshot.emplace_back(std::string(e->key()), e->breaker); });
     for (const auto& [name, breaker] : impl_->overflow) {
       snapshot.emplace_back(breaker->name(), breaker);
     }
@@ -738,8 +832,13 @@ std::size_t Registry::Sweep() {
 
 void Registry::MaybeSweep(TimePoint now) {
   const Duration::rep now_ns = now.time_since_epoch().count();
-  Duration::rep last = impl_->last_sweep_ns.load(std::memory_order_relaxed);
-  if (now_ns - last < options_.sweep_interval.count()) return;
+  const Duration::rep last = impl_->last_sweep_ns.load(std::memory_order_relaxed);
+  if (now_ns - last >= options_.sweep_interval.count()) [[unlikely]]
+    SweepIfDue(now, last);
+}
+
+void Registry::SweepIfDue(TimePoint now, Duration::rep last) {
+  const Duration::rep now_ns = now.time_since_epoch().count();
   // One caller per interval wins the sweep; the others go on at once.
   if (!impl_->last_sweep_ns.compare_exchange_strong(last, now_ns, std::memory_order_relaxed))
     return;
@@ -762,6 +861,7 @@ std::size_t Registry::SweepLocked(TimePoint now, EventBatch& batch) {
   const Duration::rep now_ns = now.time_since_epoch().count();
   const Duration::rep idle_ns = options_.idle_timeout.count();
   std::size_t dropped = 0;
+  impl_->Reap(batch);
 
   // What was set aside as protected is looked at again, from the back.
   impl_->set_aside.ForEach([](Links* l) { Entry::From(l)->set_aside = false; });
@@ -769,21 +869,15 @@ std::size_t Registry::SweepLocked(TimePoint now, EventBatch& batch) {
 
   // Idle pass.
   std::vector<Entry*> idle;
-  for (Shard& shard : impl_->shards) {
-    idle.clear();
-    {
-      WriteGuard<Shard> write(shard);
-      shard.table.ForEach([&](Entry* e) {
-        const Duration::rep last = e->last_used_ns.load(std::memory_order_relaxed);
-        if (now_ns - last >= idle_ns && Evictable(e->breaker, now, options_.idle_timeout)) {
-          idle.push_back(e);
-        }
-      });
-      for (Entry* e : idle) shard.table.Erase(e);
+  impl_->table.ForEach([&](Entry* e) {
+    const Duration::rep last = e->last_used_ns.load(std::memory_order_relaxed);
+    if (now_ns - last >= idle_ns && Evictable(e->breaker, now, options_.idle_timeout)) {
+      idle.push_back(e);
     }
-    for (Entry* e : idle) impl_->Drop(e, RegistryEvent::Kind::kEvictedIdle, batch);
-    dropped += idle.size();
-  }
+  });
+  impl_->Withdraw(idle, now, options_.idle_timeout);
+  for (Entry* e : idle) impl_->Drop(e, RegistryEvent::Kind::kEvictedIdle, batch);
+  dropped += idle.size();
 
   // LRU pass: beyond max_breakers, drop the least recently used.
   const std::size_t size = impl_->size.load(std::memory_order_relaxed);

@@ -88,12 +88,13 @@ class ExactRegistryModel {
   struct Entry {
     std::weak_ptr<CircuitBreaker> breaker;  // weak: a strong one would be a use
     std::shared_ptr<CircuitBreaker> held;   // kept by "the caller"
+    BorrowedBreaker lent;                   // borrowed by "the caller": also a use
     TimePoint last_get;
     TimePoint queued;
     bool set_aside = false;
     bool failed = false;  // a failure in its window
     bool forced = false;  // ForceOpen in force
-    bool Protected() const { return held != nullptr || failed || forced; }
+    bool Protected() const { return held != nullptr || lent || failed || forced; }
   };
 
   int Pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
@@ -156,13 +157,25 @@ class ExactRegistryModel {
     queue_.push_front(key);
   }
 
+  // Holds (Find: not a use) or borrows (Borrow: a use) an existing key's
+  // breaker, or gives it back.
   void DoHold(const std::string& key) {
     auto it = model_.find(key);
     if (it == model_.end()) return;
-    if (it->second.held) {
-      it->second.held.reset();
+    Entry& m = it->second;
+    if (m.held || m.lent) {
+      m.held.reset();
+      m.lent = BorrowedBreaker();
+    } else if (Pick(2) == 0) {
+      m.held = registry_->Find(key);
     } else {
-      it->second.held = registry_->Find(key);
+      events_.clear();
+      Result<BorrowedBreaker> b = registry_->Borrow(key);
+      ASSERT_TRUE(b.has_value()) << b.error();
+      EXPECT_EQ(b->get(), m.breaker.lock().get()) << "Borrow " << key;
+      EXPECT_TRUE(events_.empty()) << "a borrowed hit emitted an event";
+      m.lent = std::move(*b);
+      m.last_get = clock_.Now();
     }
   }
 
@@ -257,9 +270,9 @@ TEST(RegistryExactModel, EveryDropIsTheOneTheReferenceModelPredicts) {
 }
 
 // The registry's hash spreads seed 000's keys (which differ only in a few
-// digits) over its 16 shards, picked by the top 4 bits, and over the slots,
-// picked by the bottom bits: a hash that ignores some bytes or mixes poorly
-// would pile keys into a few shards and long probe runs.
+// digits) over both ends of the word: the top 4 bits and the bottom bits
+// (the slot): a hash that ignores some bytes or mixes poorly would pile
+// keys into long probe runs.
 TEST(RegistryKeyHash, SpreadsSeed000KeysOverShardsAndSlots) {
   constexpr int kKeys = 16000;
   std::set<std::uint64_t> hashes;

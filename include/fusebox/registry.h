@@ -44,18 +44,26 @@
 //   auto breaker = registry->Get("payment-api:create-charge:ap-northeast", "payment");
 //   if (breaker) (*breaker)->Call(...);
 //
-// A hit allocates nothing and hashes the key once (the same hash picks the
-// shard and the slot; the slot keeps it, so a probe compares key bytes only
-// when the hashes are equal). A caller that asks for the same key repeatedly
-// can keep a RegistryKey, which carries its hash. A hit takes a per-thread
-// reader slot of one shard's lock, so threads that look up concurrently do
-// not write to a shared cache line (except the breaker's reference count when
-// they ask for the same key).
+// A hit allocates nothing, takes no lock and writes no shared cache line
+// (except a breaker's last-use time, once per coarse-clock tick): it hashes
+// the key once (the slot keeps the hash, so a probe compares key bytes only
+// when the hashes are equal), publishes the entry in one of the calling
+// thread's hazard slots, and checks that the table still holds it. Writers
+// (insertions, evictions, Remove) are serialised by one mutex; before one
+// drops a breaker it unlinks it, waits for a membarrier(2) (every other
+// thread passes a memory barrier) and looks at every thread's slots: a
+// breaker found there is in use and stays. A caller that asks for the same
+// key repeatedly can keep a RegistryKey, which carries its hash.
+//
+// Borrow() lends the breaker without touching its reference count: the
+// cheapest hit, for a caller that uses the breaker and lets it go (a call).
+// Get() returns a shared_ptr, for a caller that keeps it.
 //
 // Thread-safe.
 #ifndef FUSEBOX_REGISTRY_H_
 #define FUSEBOX_REGISTRY_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -153,6 +161,61 @@ struct RegistryStats {
   std::uint64_t lru_runs = 0;
 };
 
+class Registry;
+
+// A breaker lent by Registry::Borrow(): usable while this object lives, and
+// never dropped by the registry meanwhile (it counts as in use). Move-only.
+// It may be given back (destroyed) on any thread, but must not outlive the
+// registry. A thread has four hazard slots: a fifth breaker borrowed at
+// once is lent through a shared_ptr instead (still correct, a little dearer).
+class BorrowedBreaker {
+ public:
+  BorrowedBreaker() = default;
+  BorrowedBreaker(BorrowedBreaker&& other) noexcept
+      : breaker_(other.breaker_), hazard_(other.hazard_), owned_(std::move(other.owned_)) {
+    other.breaker_ = nullptr;
+    other.hazard_ = nullptr;
+  }
+  BorrowedBreaker& operator=(BorrowedBreaker&& other) noexcept {
+    if (this != &other) {
+      Release();
+      breaker_ = other.breaker_;
+      hazard_ = other.hazard_;
+      owned_ = std::move(other.owned_);
+      other.breaker_ = nullptr;
+      other.hazard_ = nullptr;
+    }
+    return *this;
+  }
+  BorrowedBreaker(const BorrowedBreaker&) = delete;
+  BorrowedBreaker& operator=(const BorrowedBreaker&) = delete;
+  ~BorrowedBreaker() { Release(); }
+
+  CircuitBreaker& operator*() const noexcept { return *breaker_; }
+  CircuitBreaker* operator->() const noexcept { return breaker_; }
+  CircuitBreaker* get() const noexcept { return breaker_; }
+  explicit operator bool() const noexcept { return breaker_ != nullptr; }
+
+ private:
+  friend class Registry;
+  BorrowedBreaker(CircuitBreaker* breaker, std::atomic<const void*>* hazard) noexcept
+      : breaker_(breaker), hazard_(hazard) {}
+  explicit BorrowedBreaker(std::shared_ptr<CircuitBreaker> owned) noexcept
+      : breaker_(owned.get()), owned_(std::move(owned)) {}
+  void Release() noexcept {
+    if (hazard_ != nullptr) hazard_->store(nullptr, std::memory_order_release);
+    hazard_ = nullptr;
+    breaker_ = nullptr;
+    owned_.reset();
+  }
+
+  CircuitBreaker* breaker_ = nullptr;
+  // The hazard slot naming the breaker's entry, or null.
+  std::atomic<const void*>* hazard_ = nullptr;
+  // Set instead of hazard_ when no slot was free, and for overflow breakers.
+  std::shared_ptr<CircuitBreaker> owned_;
+};
+
 class Registry {
  public:
   // Fails with kInvalidArgument naming a bad option or default_config field.
@@ -167,8 +230,7 @@ class Registry {
   Status AddConfig(std::string name, CircuitBreakerConfig config);
 
   // The breaker for `key`, created from template `config_name` if there is
-  // none. A hit takes one reader slot of one shard lock and allocates
-  // nothing. Fails with
+  // none. A hit takes no lock and allocates nothing. Fails with
   // kInvalidArgument when the template does not exist or the key is empty.
   // The template of an existing breaker is not checked. When the registry
   // holds max_breakers_hard breakers and none can be dropped, a new key gets
@@ -178,6 +240,13 @@ class Registry {
   // The same, without hashing the key again.
   Result<std::shared_ptr<CircuitBreaker>> Get(const RegistryKey& key,
                                               std::string_view config_name = "default");
+
+  // As Get(), but lends the breaker (see BorrowedBreaker) instead of sharing
+  // it: a hit writes nothing shared and allocates nothing.
+  //
+  //   if (auto b = registry->Borrow(key, "meta")) (*b)->Call(...);
+  Result<BorrowedBreaker> Borrow(std::string_view key, std::string_view config_name = "default");
+  Result<BorrowedBreaker> Borrow(const RegistryKey& key, std::string_view config_name = "default");
 
   // The breaker for `key` if it exists; does not count as a use.
   std::shared_ptr<CircuitBreaker> Find(std::string_view key) const;
@@ -200,22 +269,28 @@ class Registry {
   Clock& clock() const noexcept { return clock_; }
 
  private:
-  struct Shard;
   struct Entry;
+  struct Lent;
   explicit Registry(RegistryOptions options);
 
   Result<std::shared_ptr<CircuitBreaker>> GetHashed(std::uint64_t hash, std::string_view key,
                                                     std::string_view config_name);
-  Result<std::shared_ptr<CircuitBreaker>> Insert(std::uint64_t hash, std::string_view key,
-                                                 std::string_view config_name, TimePoint now);
+  Result<BorrowedBreaker> BorrowHashed(std::uint64_t hash, std::string_view key,
+                                       std::string_view config_name);
+  Entry* Hit(std::uint64_t hash, std::string_view key, TimePoint now,
+             std::atomic<const void*>* hazard) const;
+  Result<Lent> Miss(std::uint64_t hash, std::string_view key, std::string_view config_name,
+                    TimePoint now);
+  Result<Lent> Insert(std::uint64_t hash, std::string_view key, std::string_view config_name,
+                      TimePoint now);
   void MaybeSweep(TimePoint now);
+  void SweepIfDue(TimePoint now, Duration::rep last);
   struct EventBatch;
   std::size_t SweepLocked(TimePoint now, EventBatch& batch);
   std::size_t EvictLru(TimePoint now, std::size_t target, std::size_t limit, EventBatch& batch);
   void ReportCapacity(std::size_t size, EventBatch& batch);
   void Emit(const EventBatch& batch) const;
   void Emit(const RegistryEvent& event) const;
-  Shard& ShardFor(std::uint64_t hash) const;
 
   Clock& clock_;
   const RegistryOptions options_;

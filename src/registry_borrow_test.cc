@@ -1,0 +1,199 @@
+// Tests for Registry::Borrow() and the lock-free lookup under it: a lent
+// breaker is the key's breaker, counts as in use for every eviction path,
+// survives Remove() until given back, moves and is given back exactly once
+// (on any thread), a thread's fifth borrow at once still works, and lookups
+// racing every writer stay correct (run under tsan and asan).
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <latch>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "fusebox/circuit_breaker.h"
+#include "fusebox/registry.h"
+#include "fusebox/testing/manual_clock.h"
+
+namespace fusebox {
+namespace {
+
+using namespace std::chrono_literals;
+using fusebox::testing::ManualClock;
+
+class RegistryBorrowTest : public ::testing::Test {
+ protected:
+  void Build(std::size_t max_breakers = 5000) {
+    RegistryOptions o;
+    o.clock = &clock_;
+    o.max_breakers = max_breakers;
+    o.on_event = [this](const RegistryEvent& e) {
+      if (e.kind == RegistryEvent::Kind::kEvictedIdle || e.kind == RegistryEvent::Kind::kEvictedLru)
+        dropped_.emplace_back(e.key);
+    };
+    registry_ = *Registry::Create(std::move(o));
+  }
+
+  BorrowedBreaker Borrow(std::string_view key) {
+    Result<BorrowedBreaker> b = registry_->Borrow(key);
+    EXPECT_TRUE(b.has_value()) << b.error();
+    return b ? std::move(*b) : BorrowedBreaker();
+  }
+
+  ManualClock clock_;
+  std::vector<std::string> dropped_;
+  std::unique_ptr<Registry> registry_;  // after clock_: destroyed first
+};
+
+TEST_F(RegistryBorrowTest, LendsTheKeysBreakerAsGetDoes) {
+  Build();
+  BorrowedBreaker created = Borrow("meta:read:1:quota");  // a miss creates it
+  ASSERT_TRUE(created);
+  EXPECT_EQ(created->name(), "meta:read:1:quota");
+  std::shared_ptr<CircuitBreaker> got = *registry_->Get("meta:read:1:quota");
+  EXPECT_EQ(got.get(), created.get());
+  BorrowedBreaker hit = Borrow("meta:read:1:quota");
+  EXPECT_EQ(hit.get(), created.get());
+  EXPECT_EQ(registry_->Borrow(RegistryKey("meta:read:1:quota"))->get(), created.get());
+  EXPECT_EQ(registry_->size(), 1u);
+
+  EXPECT_EQ(registry_->Borrow("").error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_->Borrow("k", "no-such-template").error().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(RegistryBorrowTest, ABorrowedBreakerIsNotDroppedWhenIdle) {
+  Build();
+  BorrowedBreaker b = Borrow("lent");
+  (void)Borrow("given-back");
+  clock_.Advance(16min);
+  EXPECT_EQ(registry_->Sweep(), 1u);
+  EXPECT_EQ(dropped_, std::vector<std::string>{"given-back"});
+  EXPECT_NE(registry_->Find("lent"), nullptr);
+  b = BorrowedBreaker();  // given back
+  EXPECT_EQ(registry_->Sweep(), 1u);
+  EXPECT_EQ(registry_->Find("lent"), nullptr);
+}
+
+TEST_F(RegistryBorrowTest, ABorrowedBreakerIsNotDroppedByTheLruBound) {
+  Build(/*max_breakers=*/2);
+  BorrowedBreaker a = Borrow("a");
+  (void)Borrow("b");
+  (void)Borrow("c");  // over the bound: "a" is the oldest but lent
+  EXPECT_EQ(dropped_, std::vector<std::string>{"b"});
+  EXPECT_EQ(registry_->Find("a").get(), a.get());
+  a = BorrowedBreaker();
+  clock_.Advance(1min);  // the next sweep looks at what was set aside
+  (void)Borrow("d");
+  EXPECT_EQ(registry_->Find("a"), nullptr) << "given back: evictable again";
+}
+
+TEST_F(RegistryBorrowTest, RemoveKeepsALentBreakerAliveUntilItIsGivenBack) {
+  Build();
+  std::weak_ptr<CircuitBreaker> weak = *registry_->Get("k");
+  BorrowedBreaker b = Borrow("k");
+  EXPECT_TRUE(registry_->Remove("k"));
+  EXPECT_EQ(registry_->Find("k"), nullptr);
+  ASSERT_FALSE(weak.expired()) << "freed while lent";
+  Result<Permit> p = b->TryAcquire();  // still a working breaker (asan: no use after free)
+  ASSERT_TRUE(p.has_value());
+  p->Success(1ms);
+  EXPECT_NE(registry_->Get("k")->get(), b.get()) << "a new breaker for the key";
+  EXPECT_FALSE(weak.expired()) << "a later writer freed it while still lent";
+  b = BorrowedBreaker();
+  registry_->Sweep();  // a later writer frees it
+  EXPECT_TRUE(weak.expired());
+}
+
+TEST_F(RegistryBorrowTest, AFifthBorrowOnOneThreadIsStillLentAndProtected) {
+  Build();
+  std::vector<BorrowedBreaker> lent;
+  lent.reserve(6);
+  for (int i = 0; i < 6; ++i) lent.push_back(Borrow("k" + std::to_string(i)));
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(lent[i]->name(), "k" + std::to_string(i));
+  clock_.Advance(16min);
+  EXPECT_EQ(registry_->Sweep(), 0u) << "every lent breaker is in use";
+  BorrowedBreaker again = Borrow("k5");  // a hit with every slot taken
+  EXPECT_EQ(again.get(), lent[5].get());
+  again = BorrowedBreaker();
+  lent.clear();
+  EXPECT_EQ(registry_->Sweep(), 5u) << "all given back; k5 was just used";
+  clock_.Advance(16min);
+  EXPECT_EQ(registry_->Sweep(), 1u);
+}
+
+TEST_F(RegistryBorrowTest, AMovedBorrowIsGivenBackOnceByItsLastHolder) {
+  Build();
+  BorrowedBreaker first = Borrow("k");
+  CircuitBreaker* breaker = first.get();
+  BorrowedBreaker second = std::move(first);
+  EXPECT_FALSE(first);  // NOLINT(bugprone-use-after-move): moved-from is empty
+  EXPECT_EQ(second.get(), breaker);
+  first = BorrowedBreaker();  // destroying the moved-from one gives nothing back
+  clock_.Advance(16min);
+  EXPECT_EQ(registry_->Sweep(), 0u);
+  BorrowedBreaker third;
+  third = std::move(second);
+  EXPECT_EQ(registry_->Sweep(), 0u);
+  std::thread([lent = std::move(third)]() mutable { lent = BorrowedBreaker(); }).join();
+  EXPECT_EQ(registry_->Sweep(), 1u) << "given back on another thread";
+}
+
+// Borrows (with calls on the lent breaker), Gets, Finds, Removes and sweeps
+// racing on a registry small enough to evict all the time.
+TEST_F(RegistryBorrowTest, ConcurrentBorrowsAndWritersStayConsistent) {
+  RegistryOptions o;
+  o.max_breakers = 16;
+  o.max_breakers_hard = 24;
+  registry_ = *Registry::Create(std::move(o));
+  constexpr int kThreads = 4;
+  std::latch start(kThreads);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t));
+      start.arrive_and_wait();
+      std::vector<BorrowedBreaker> kept;  // up to six at once: past the four slots
+      for (int i = 0; i < 4000; ++i) {
+        const std::string key = "k" + std::to_string(rng() % 64);
+        const unsigned op = rng() % 100;
+        if (op < 60) {
+          Result<BorrowedBreaker> b = registry_->Borrow(key);
+          if (!b || ((*b)->name() != key && (*b)->name() != "overflow:default")) {
+            ++wrong;
+            continue;
+          }
+          if (Result<Permit> p = (*b)->TryAcquire()) p->Success(1ms);
+          if (op < 15) kept.push_back(std::move(*b));
+          if (kept.size() > 6) kept.erase(kept.begin());
+        } else if (op < 75) {
+          Result<std::shared_ptr<CircuitBreaker>> b = registry_->Get(key);
+          if (!b || ((*b)->name() != key && (*b)->name() != "overflow:default")) ++wrong;
+        } else if (op < 85) {
+          std::shared_ptr<CircuitBreaker> b = registry_->Find(key);
+          if (b && b->name() != key) ++wrong;
+        } else if (op < 97) {
+          registry_->Remove(key);
+        } else {
+          registry_->Sweep();
+        }
+      }
+      for (const BorrowedBreaker& b : kept) {
+        if (b->name().empty()) ++wrong;  // still alive (asan)
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(registry_->size(), 24u);
+}
+
+}  // namespace
+}  // namespace fusebox

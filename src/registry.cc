@@ -402,6 +402,9 @@ struct Registry::Impl {
 
   // Insertions, removals, sweeps: one at a time.
   internal::Mutex mu;
+  // Held (after mu) only while the table is being changed: Find() waits for
+  // no more than that on a miss, never for a breaker being created.
+  internal::Mutex table_mu;
   // Every entry not set aside, least recently queued at the back.
   List queue FUSEBOX_GUARDED_BY(mu);
   // Protected entries found at the back of the queue; the next idle sweep
@@ -445,6 +448,8 @@ struct Registry::Impl {
   void Withdraw(std::vector<Entry*>& candidates, TimePoint now, Duration idle) {
     mu.AssertHeld();
     if (candidates.empty()) return;
+    // Held throughout, so that Find() never misses one that goes back.
+    internal::MutexLock lock(&table_mu);
     for (Entry* e : candidates) table.Erase(e);
     internal::HeavyBarrier();
     internal::CollectHazards(hazards);
@@ -688,7 +693,10 @@ Result<Registry::Lent> Registry::Insert(std::uint64_t hash, std::string_view key
       if (options_.on_create) options_.on_create(*breaker);
       breaker->JoinFleet();
       Entry* e = Entry::New(hash, key, std::move(breaker), now_ns);
-      impl_->table.Insert(e);
+      {
+        internal::MutexLock table_lock(&impl_->table_mu);
+        impl_->table.Insert(e);
+      }
       impl_->queue.PushFront(e);
       lent = impl_->LendLocked(e);
       size = impl_->size.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -761,7 +769,9 @@ std::shared_ptr<CircuitBreaker> Registry::Find(std::string_view key) const {
       return breaker;
     }
   }
-  internal::MutexLock lock(&impl_->mu);
+  // A miss (or a writer moving the entry meanwhile): asked again while no
+  // writer changes the table.
+  internal::MutexLock lock(&impl_->table_mu);
   Entry* e = impl_->table.Find(hash, key);
   return e == nullptr ? nullptr : e->breaker;
 }
@@ -775,7 +785,10 @@ bool Registry::Remove(std::string_view key) {
     impl_->Reap(batch);
     Entry* e = impl_->table.Find(hash, key);
     if (e == nullptr) return false;
-    impl_->table.Erase(e);
+    {
+      internal::MutexLock table_lock(&impl_->table_mu);
+      impl_->table.Erase(e);
+    }
     e->Unlink();
     size = impl_->size.fetch_sub(1, std::memory_order_relaxed) - 1;
     // Dropped whatever its state, but not freed while a thread has it in a

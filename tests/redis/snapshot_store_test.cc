@@ -225,6 +225,12 @@ TEST_F(RedisSnapshotStoreTest, RefusesOversizedValuesAndBadOptions) {
   Status s = (*store)->Put("k", "123456789");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("max_value_bytes"));
+  // Exactly max_value_bytes is within the limit, stored and read back.
+  ASSERT_TRUE((*store)->Put("k", "12345678").ok());
+  Result<std::optional<Snapshot>> back = (*store)->Get("k");
+  ASSERT_TRUE(back.has_value()) << back.error();
+  ASSERT_TRUE(back->has_value());
+  EXPECT_EQ((*back)->value, "12345678");
   o.max_age = Duration::zero();
   auto bad = RedisSnapshotStore::Create(o);
   ASSERT_FALSE(bad.has_value());

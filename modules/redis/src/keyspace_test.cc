@@ -63,8 +63,11 @@ TEST(KeySlot, KnownSlots) {
 TEST(KeySlot, HashTagRules) {
   EXPECT_EQ(KeySlot("{user1000}.following"), KeySlot("{user1000}.followers"));
   EXPECT_EQ(KeySlot("{user1000}.following"), KeySlot("user1000"));
-  // Empty tag: the whole key is hashed.
-  EXPECT_EQ(KeySlot("foo{}{bar}"), KeySlot(std::string_view("foo{}{bar}")));
+  // Empty tag: the whole key is hashed (CRC16-XMODEM of all ten bytes,
+  // mod 16384, computed independently), not the empty tag.
+  EXPECT_EQ(KeySlot("foo{}{bar}"), 8363);
+  EXPECT_EQ(KeySlot("{}"), 15257);
+  EXPECT_NE(KeySlot("foo{}{bar}"), KeySlot(""));
   EXPECT_NE(KeySlot("foo{}{bar}"), KeySlot("bar"));
   // Only the first '{' counts, up to the first '}' after it.
   EXPECT_EQ(KeySlot("foo{{bar}}zap"), KeySlot("{bar"));

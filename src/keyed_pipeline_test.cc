@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -226,6 +227,105 @@ TEST_F(KeyedPipelineTest, ConcurrentKeysWithEvictions) {
     });
   }
   for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 4 * 500);
+}
+
+// The breaker of a call in flight is in use (borrowed, not shared, without
+// per-key policies): a sweep that runs meanwhile, past idle_timeout, keeps
+// it, through every attempt of a retry loop and until an exception has
+// passed, and the call's outcome lands in that breaker. Once the call is
+// over, the same sweep drops it.
+TEST_F(KeyedPipelineTest, ASweepDuringACallKeepsItsBreaker) {
+  // The call lasts 16 min: not a slow call, which would protect the breaker.
+  CircuitBreakerConfig patient = SmallWindow();
+  patient.slow_call_duration_threshold = 1h;
+  FUSEBOX_ASSERT_OK(registry_->AddConfig("patient", patient));
+  auto pipeline = Build(std::move(Pipeline::Builder().WithRegistry(registry_, "patient")));
+  ASSERT_NE(pipeline, nullptr);
+  const CircuitBreaker* lent = nullptr;
+  FUSEBOX_ASSERT_OK(pipeline->Execute("a", [&] {
+    lent = registry_->Find("a").get();  // the shared_ptr is dropped at once
+    clock_.Advance(16min);              // idle_timeout is 15 min
+    EXPECT_EQ(registry_->Sweep(), 0u);
+    EXPECT_EQ(registry_->Find("a").get(), lent);
+    return Ok();
+  }));
+  ASSERT_NE(lent, nullptr);
+  EXPECT_EQ(registry_->Find("a").get(), lent);
+  EXPECT_EQ(registry_->Find("a")->metrics().successful_calls, 1);
+  // Not in use any more, idle and clean: dropped.
+  clock_.Advance(16min);
+  EXPECT_EQ(registry_->Sweep(), 1u);
+  EXPECT_EQ(registry_->Find("a"), nullptr);
+}
+
+TEST_F(KeyedPipelineTest, ASweepBetweenAttemptsKeepsTheBreakerOfTheLoop) {
+  // Failures ignored by the breaker keep its window clean (evictable when idle).
+  auto pipeline = Build(
+      std::move(Pipeline::Builder()
+                    .WithRegistry(registry_)
+                    .WithRetry(RetryOf(3))
+                    .WithOutcomeClassifier([](const Status&) { return OutcomeKind::kIgnored; })));
+  ASSERT_NE(pipeline, nullptr);
+  int attempts = 0;
+  const CircuitBreaker* lent = nullptr;
+  FUSEBOX_ASSERT_OK(pipeline->Execute("a", [&]() -> Result<int> {
+    if (++attempts == 1) lent = registry_->Find("a").get();
+    clock_.Advance(16min);
+    EXPECT_EQ(registry_->Sweep(), 0u) << "attempt " << attempts;
+    EXPECT_EQ(registry_->Find("a").get(), lent) << "attempt " << attempts;
+    return attempts < 3 ? Down() : Ok();
+  }));
+  EXPECT_EQ(attempts, 3);
+  ASSERT_NE(lent, nullptr);
+  EXPECT_EQ(registry_->Find("a").get(), lent);
+  EXPECT_EQ(registry_->Find("a")->metrics().successful_calls, 1);
+  EXPECT_EQ(registry_->Find("a")->metrics().failed_calls, 0);
+}
+
+TEST_F(KeyedPipelineTest, ASweepDuringACallThatThrowsKeepsItsBreaker) {
+  auto pipeline = Build(std::move(Pipeline::Builder().WithRegistry(registry_)));
+  ASSERT_NE(pipeline, nullptr);
+  const CircuitBreaker* lent = nullptr;
+  EXPECT_THROW((void)pipeline->Execute("a",
+                                       [&]() -> Result<int> {
+                                         lent = registry_->Find("a").get();
+                                         clock_.Advance(16min);
+                                         EXPECT_EQ(registry_->Sweep(), 0u);
+                                         throw std::runtime_error("boom");
+                                       }),
+               std::runtime_error);
+  ASSERT_NE(lent, nullptr);
+  EXPECT_EQ(registry_->Find("a").get(), lent);
+  EXPECT_EQ(registry_->Find("a")->metrics().failed_calls, 1);
+}
+
+// As ConcurrentKeysWithEvictions, without per-key policies: every call
+// borrows its breaker while other threads' insertions evict (TSan).
+TEST_F(KeyedPipelineTest, ConcurrentBorrowedKeysWithEvictions) {
+  ManualClock clock;
+  RegistryOptions options;
+  options.clock = &clock;
+  options.max_breakers = 2;
+  auto registry = std::shared_ptr<Registry>(MustCreate(Registry::Create(std::move(options))));
+  ASSERT_NE(registry, nullptr);
+  auto pipeline = Build(std::move(Pipeline::Builder().WithRegistry(registry)));
+  ASSERT_NE(pipeline, nullptr);
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 500; ++i) {
+        const std::string key = "k" + std::to_string((i + t) % 8);
+        if (pipeline->Execute(key, [&] { return registry->Find(key) != nullptr ? Ok() : Down(); })
+                .has_value()) {
+          ok.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // Every call found its own breaker still in the registry while it ran.
   EXPECT_EQ(ok.load(), 4 * 500);
 }
 

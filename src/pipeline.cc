@@ -235,12 +235,16 @@ Outcome Pipeline::FailureOutcome(const Status& failure, Duration elapsed) const 
   return Outcome{kind, elapsed};
 }
 
+Pipeline::Stages Pipeline::StagesOf(CircuitBreaker& breaker) const {
+  return Stages{rate_limiter_, bulkhead_, &breaker,
+                stages_.precise || BreakerWantsPrecise(breaker)};
+}
+
 Result<Pipeline::KeyedStages> Pipeline::StagesFor(Result<std::shared_ptr<CircuitBreaker>> breaker) {
   if (!breaker) return std::move(breaker).error();
   KeyedStages k;
   k.breaker = std::move(*breaker);
-  k.stages = Stages{rate_limiter_, bulkhead_, k.breaker.get(),
-                    stages_.precise || BreakerWantsPrecise(*k.breaker)};
+  k.stages = StagesOf(*k.breaker);
   if (per_key_ != nullptr) {
     Result<std::pair<Bulkhead*, RateLimiter*>> policies = per_key_->For(k.breaker);
     if (!policies) return std::move(policies).error();

@@ -77,7 +77,10 @@
 // A keyed pipeline refuses Execute(fn) and an unkeyed one Execute(key, fn),
 // both with kInvalidArgument (reason "keyed_pipeline_needs_key",
 // "pipeline_not_keyed"). Per call a keyed pipeline adds the registry lookup
-// (docs/performance.md), plus one sharded map lookup with per-key policies.
+// (docs/performance.md): Registry::Borrow(), the breaker lent for the whole
+// call so that no sweep drops it meanwhile; with per-key policies
+// Registry::Get() (a shared_ptr, by which they are found) and one sharded map
+// lookup.
 //
 // Retry loops are counted by the Retry itself (Retry::loop_counts(), reported
 // by MetricsCollector::AddRetry()): a loop ended by the breaker opening between
@@ -246,8 +249,9 @@ class Pipeline {
     // timing asks for them).
     bool precise = false;
   };
-  // A key's stages, for the length of one call. Holding the breaker keeps
-  // its per-key bulkhead and rate limiter alive too (see PerKey).
+  // A key's stages, for the length of one call, with per-key policies.
+  // Holding the breaker keeps its per-key bulkhead and rate limiter alive
+  // too (see PerKey). Without per-key policies the breaker is borrowed.
   struct KeyedStages {
     std::shared_ptr<CircuitBreaker> breaker;
     Stages stages;
@@ -256,6 +260,9 @@ class Pipeline {
 
   explicit Pipeline(Builder builder);
 
+  // The stages of a call through `breaker` (a key's), without per-key policies.
+  Stages StagesOf(CircuitBreaker& breaker) const;
+  // The same with the key's per-key policies, if any.
   Result<KeyedStages> StagesFor(Result<std::shared_ptr<CircuitBreaker>> breaker);
   // Execute(key, fn) for a std::string_view or a RegistryKey.
   template <typename Key, typename F>
@@ -320,6 +327,16 @@ template <typename Key, typename F>
 internal::PolicyReturn<F> Pipeline::ExecuteKeyed(const Key& key, F& fn) {
   if (registry_ == nullptr) [[unlikely]]
     return Status::Rejected(StatusCode::kInvalidArgument, "pipeline_not_keyed");
+  if (per_key_ == nullptr) {
+    // Lent, not shared: no reference count touched. The registry does not
+    // drop the breaker while `b` lives, that is for the whole call, retries
+    // and backoff waits included, and until an exception has passed.
+    Result<BorrowedBreaker> b = registry_->Borrow(key, builder_.config_name_);
+    if (!b) [[unlikely]]
+      return std::move(b).error();
+    return Run(StagesOf(**b), fn);
+  }
+  // Per-key policies are found by the breaker's shared_ptr (PerKey::For).
   Result<KeyedStages> k = StagesFor(registry_->Get(key, builder_.config_name_));
   if (!k) [[unlikely]]
     return std::move(k).error();

@@ -1,8 +1,16 @@
 #include "fusebox/meta/provider_call.h"
 
+#include <array>
 #include <cassert>
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
 
 #include "fusebox/meta/redact.h"
 
@@ -135,21 +143,56 @@ namespace internal {
 
 namespace {
 
-// The breaker `key` from template `name`, adding the default template first
-// when it is missing (the only way Get() fails for a non-empty key). Two
-// threads adding the same default at once is harmless; add custom templates
-// before the first call.
-std::shared_ptr<CircuitBreaker> GetOrAddTemplate(Registry& registry, const std::string& key,
-                                                 std::string_view name,
-                                                 CircuitBreakerConfig (*config)()) {
-  Result<std::shared_ptr<CircuitBreaker>> b = registry.Get(key, name);
+// What `lookup(name)` (Registry::Get or Borrow of a circuit from template
+// `name`) returns, adding the default template first when it is missing (the
+// only way a lookup fails for a non-empty key). Two threads adding the same
+// default at once is harmless; add custom templates before the first call.
+template <typename Lookup>
+auto OrAddTemplate(Registry& registry, std::string_view name, CircuitBreakerConfig (*config)(),
+                   const Lookup& lookup) {
+  auto b = lookup(name);
   if (!b) {
     (void)registry.AddConfig(std::string(name), config());
-    b = registry.Get(key, name);
+    b = lookup(name);
   }
   if (!b) std::abort();  // a valid template and a non-empty key: a bug
   return std::move(*b);
 }
+
+// The names "<key>:transient" and "<key>:quota", built in place: on the stack
+// unless the key is very long (a subject is an account id: keys are ~40 bytes).
+class CircuitNames {
+ public:
+  explicit CircuitNames(std::string_view key) : key_size_(key.size()) {
+    if (key.size() + kLongestSuffix.size() <= kStackBytes) {
+      key.copy(stack_.data(), key.size());
+    } else {
+      heap_.reserve(key.size() + kLongestSuffix.size());
+      heap_.assign(key);
+    }
+  }
+
+  std::string_view Transient() { return With(":transient"); }
+  std::string_view Quota() { return With(":quota"); }
+
+ private:
+  static constexpr std::size_t kStackBytes = 256;
+  static constexpr std::string_view kLongestSuffix = ":transient";
+
+  std::string_view With(std::string_view suffix) {
+    if (heap_.empty()) {
+      suffix.copy(stack_.data() + key_size_, suffix.size());
+      return {stack_.data(), key_size_ + suffix.size()};
+    }
+    heap_.resize(key_size_);
+    heap_.append(suffix);
+    return heap_;
+  }
+
+  std::size_t key_size_;
+  std::array<char, kStackBytes> stack_;
+  std::string heap_;
+};
 
 }  // namespace
 
@@ -167,13 +210,14 @@ ProviderError RejectionError(ConnCode code, const Status& rejection, Clock& cloc
   return e;
 }
 
-std::optional<ProviderError> RejectWithoutPermit(const ProviderCircuits& circuits, Clock& clock) {
+std::optional<ProviderError> RejectWithoutPermit(CircuitBreaker& transient, CircuitBreaker& quota,
+                                                 Clock& clock) {
   // Transient first, as the nesting says; a quota refusal then takes no
   // transient permit (it would only be given back: Meta was not called).
-  if (std::optional<Status> no = circuits.transient->TryReject()) {
+  if (std::optional<Status> no = transient.TryReject()) {
     return RejectionError(ConnCode::kConn003Transient, *no, clock);
   }
-  if (std::optional<Status> no = circuits.quota->TryReject()) {
+  if (std::optional<Status> no = quota.TryReject()) {
     return RejectionError(ConnCode::kConn008RateLimit, *no, clock);
   }
   return std::nullopt;
@@ -204,57 +248,81 @@ Outcome QuotaOutcome(const ProviderError* error, Duration elapsed) {
   return Outcome::Ignored(elapsed);
 }
 
+std::variant<ProviderPermits, ProviderError> Admit(CircuitBreaker& transient, CircuitBreaker& quota,
+                                                   Clock& clock) {
+  if (std::optional<ProviderError> refused = RejectWithoutPermit(transient, quota, clock)) {
+    return *refused;
+  }
+  Result<Permit> outer = transient.TryAcquire();
+  if (!outer) return RejectionError(ConnCode::kConn003Transient, outer.error(), clock);
+  Result<Permit> inner = quota.TryAcquire();
+  if (!inner) {
+    // Meta was not called: nothing to say about transient failures.
+    outer->Ignore();
+    return RejectionError(ConnCode::kConn008RateLimit, inner.error(), clock);
+  }
+  return ProviderPermits(*std::move(outer), *std::move(inner), clock);
+}
+
+void ProviderPermits::Finish(const ProviderError* error) {
+  const Duration elapsed = clock_->Now() - start_;
+  inner_.Record(QuotaOutcome(error, elapsed));
+  outer_.Record(TransientOutcome(error, elapsed));
+}
+
+void ProviderPermits::FinishWithException() {
+  const Duration elapsed = clock_->Now() - start_;
+  inner_.Record(Outcome::Ignored(elapsed));
+  outer_.Record(Outcome::Failure(elapsed));
+}
+
+BorrowedCircuits BorrowProviderCircuits(Registry& registry, std::string_view key) {
+  assert(!key.empty() && "a provider call needs a key (ProviderCircuitKey)");
+  CircuitNames names(key);
+  BorrowedCircuits c;
+  const std::string_view transient = names.Transient();
+  c.transient =
+      OrAddTemplate(registry, kTransientConfigName, &TransientCircuitConfig,
+                    [&](std::string_view name) { return registry.Borrow(transient, name); });
+  const std::string_view quota = names.Quota();
+  c.quota = OrAddTemplate(registry, kQuotaConfigName, &QuotaCircuitConfig,
+                          [&](std::string_view name) { return registry.Borrow(quota, name); });
+  return c;
+}
+
 }  // namespace internal
 
 ProviderCircuits GetProviderCircuits(Registry& registry, std::string_view key) {
-  return {internal::GetOrAddTemplate(registry, std::string(key) + ":transient",
-                                     kTransientConfigName, &TransientCircuitConfig),
-          internal::GetOrAddTemplate(registry, std::string(key) + ":quota", kQuotaConfigName,
-                                     &QuotaCircuitConfig)};
+  internal::CircuitNames names(key);
+  ProviderCircuits c;
+  const std::string_view transient = names.Transient();
+  c.transient =
+      internal::OrAddTemplate(registry, kTransientConfigName, &TransientCircuitConfig,
+                              [&](std::string_view name) { return registry.Get(transient, name); });
+  const std::string_view quota = names.Quota();
+  c.quota =
+      internal::OrAddTemplate(registry, kQuotaConfigName, &QuotaCircuitConfig,
+                              [&](std::string_view name) { return registry.Get(quota, name); });
+  return c;
 }
 
 std::variant<ProviderCall, ProviderError> ProviderCall::Start(Registry& registry,
                                                               std::string_view key) {
   assert(!key.empty() && "a provider call needs a key (ProviderCircuitKey)");
   ProviderCircuits circuits = GetProviderCircuits(registry, key);
-  Clock& clock = registry.clock();
-  if (std::optional<ProviderError> refused = internal::RejectWithoutPermit(circuits, clock)) {
-    return *refused;
-  }
-  Result<Permit> outer = circuits.transient->TryAcquire();
-  if (!outer) {
-    return internal::RejectionError(ConnCode::kConn003Transient, outer.error(), clock);
-  }
-  Result<Permit> inner = circuits.quota->TryAcquire();
-  if (!inner) {
-    // Meta was not called: nothing to say about transient failures.
-    outer->Ignore();
-    return internal::RejectionError(ConnCode::kConn008RateLimit, inner.error(), clock);
-  }
-  return ProviderCall(std::move(circuits), *std::move(outer), *std::move(inner), clock);
-}
-
-void ProviderCall::Finish(const ProviderError* error) && {
-  const Duration elapsed = clock_->Now() - start_;
-  inner_.Record(internal::QuotaOutcome(error, elapsed));
-  outer_.Record(internal::TransientOutcome(error, elapsed));
-}
-
-void ProviderCall::FinishWithException() && {
-  const Duration elapsed = clock_->Now() - start_;
-  inner_.Record(Outcome::Ignored(elapsed));
-  outer_.Record(Outcome::Failure(elapsed));
+  std::variant<internal::ProviderPermits, ProviderError> admitted =
+      internal::Admit(*circuits.transient, *circuits.quota, registry.clock());
+  if (ProviderError* refused = std::get_if<ProviderError>(&admitted)) return *refused;
+  return ProviderCall(std::move(circuits),
+                      std::get<internal::ProviderPermits>(std::move(admitted)));
 }
 
 std::optional<ProviderError> RejectIfOpen(Registry& registry, std::string_view key) {
-  std::string name(key);
-  name += ":transient";
-  std::shared_ptr<CircuitBreaker> transient = registry.Find(name);
-  name.resize(key.size());
-  name += ":quota";
-  std::shared_ptr<CircuitBreaker> quota = registry.Find(name);
+  internal::CircuitNames names(key);
+  std::shared_ptr<CircuitBreaker> transient = registry.Find(names.Transient());
+  std::shared_ptr<CircuitBreaker> quota = registry.Find(names.Quota());
   if (transient == nullptr || quota == nullptr) return std::nullopt;
-  return internal::RejectWithoutPermit({std::move(transient), std::move(quota)}, registry.clock());
+  return internal::RejectWithoutPermit(*transient, *quota, registry.clock());
 }
 
 }  // namespace fusebox::meta

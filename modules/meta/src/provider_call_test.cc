@@ -349,6 +349,69 @@ TEST_F(ProviderCallTest, CustomTemplatesAreKept) {
   ASSERT_TRUE(AddProviderCircuitConfigs(*registry_).ok());
 }
 
+// The circuit names are built on the stack for keys up to 246 bytes and in a
+// string beyond: both name the same breakers as GetProviderCircuits and
+// RejectIfOpen, and keep each key's circuits apart.
+TEST_F(ProviderCallTest, LongKeysNameTheirCircuitsAsShortOnesDo) {
+  for (std::size_t subject_size : {1u, 200u, 221u, 222u, 223u, 240u, 1000u}) {
+    SCOPED_TRACE(subject_size);
+    const std::string key =
+        *ProviderCircuitKey("instagram", Workload::kRead, std::string(subject_size, '7'));
+    const ProviderResult<std::string> r =
+        Call(Err(ConnCode::kConn008RateLimit, 429, seconds(90)), key);
+    ASSERT_FALSE(r.has_value());
+    const std::shared_ptr<CircuitBreaker> quota = registry_->Find(key + ":quota");
+    const std::shared_ptr<CircuitBreaker> transient = registry_->Find(key + ":transient");
+    ASSERT_NE(quota, nullptr);
+    ASSERT_NE(transient, nullptr);
+    EXPECT_EQ(quota->state(), State::kOpen);
+    EXPECT_EQ(transient->metrics().successful_calls, 1);  // Meta answered
+    EXPECT_EQ(GetProviderCircuits(*registry_, key).quota, quota);
+    EXPECT_EQ(GetProviderCircuits(*registry_, key).transient, transient);
+    ASSERT_TRUE(RejectIfOpen(*registry_, key).has_value());
+  }
+  EXPECT_EQ(registry_->size(), 2u * 7u);
+  EXPECT_EQ(calls_, 7);
+}
+
+// RunProviderCall's circuits are in use while `fn` runs: a sweep past
+// idle_timeout meanwhile keeps both, and the call is recorded in them; once
+// the call is over the same sweep drops them.
+TEST_F(ProviderCallTest, ASweepDuringACallKeepsBothCircuits) {
+  // Idle after 30 s, so that a call that long is not a slow one (60 s).
+  RegistryOptions o;
+  o.clock = &clock_;
+  o.idle_timeout = seconds(30);
+  o.sweep_interval = seconds(10);
+  std::unique_ptr<Registry> registry = std::move(*Registry::Create(std::move(o)));
+  const CircuitBreaker* transient = nullptr;
+  const CircuitBreaker* quota = nullptr;
+  const ProviderResult<std::string> r =
+      RunProviderCall(*registry, key_, [&]() -> ProviderResult<std::string> {
+        transient = registry->Find(key_ + ":transient").get();
+        quota = registry->Find(key_ + ":quota").get();
+        clock_.Advance(seconds(31));
+        EXPECT_EQ(registry->Sweep(), 0u);
+        EXPECT_EQ(registry->Find(key_ + ":transient").get(), transient);
+        EXPECT_EQ(registry->Find(key_ + ":quota").get(), quota);
+        return std::string("posts");
+      });
+  ASSERT_TRUE(r.has_value());
+  ASSERT_NE(transient, nullptr);
+  ASSERT_NE(quota, nullptr);
+  EXPECT_EQ(registry->Find(key_ + ":transient").get(), transient);
+  EXPECT_EQ(registry->Find(key_ + ":quota").get(), quota);
+  EXPECT_EQ(registry->Find(key_ + ":quota")->metrics().successful_calls, 1);
+  // The transient circuit's 10 s window has rolled past the call: its totals.
+  const CircuitBreakerTotals t = registry->Find(key_ + ":transient")->totals();
+  EXPECT_EQ(t.calls[static_cast<int>(OutcomeKind::kSuccess)], 1);
+  EXPECT_EQ(t.call_time[static_cast<int>(OutcomeKind::kSuccess)], seconds(31));
+  clock_.Advance(seconds(31));
+  EXPECT_EQ(registry->Sweep(), 2u);
+  EXPECT_EQ(registry->Find(key_ + ":transient"), nullptr);
+  EXPECT_EQ(registry->Find(key_ + ":quota"), nullptr);
+}
+
 }  // namespace
 }  // namespace fusebox::meta
 

@@ -173,10 +173,43 @@ ProviderError RejectionError(ConnCode code, const Status& rejection, Clock& cloc
 // The refusal of a circuit that refuses without a permit (OPEN before its
 // wait ends, FORCED_OPEN; CircuitBreaker::TryReject), transient first, or
 // nullopt. Records the rejection; blocks on nothing.
-std::optional<ProviderError> RejectWithoutPermit(const ProviderCircuits& circuits, Clock& clock);
+std::optional<ProviderError> RejectWithoutPermit(CircuitBreaker& transient, CircuitBreaker& quota,
+                                                 Clock& clock);
 // What an error means to each circuit.
 Outcome TransientOutcome(const ProviderError* error, Duration elapsed);
 Outcome QuotaOutcome(const ProviderError* error, Duration elapsed);
+
+// One provider call's two permits, from Admit(): what RunProviderCall and
+// ProviderCall share. The breakers must outlive it.
+class ProviderPermits {
+ public:
+  ProviderPermits(Permit outer, Permit inner, Clock& clock)
+      : outer_(std::move(outer)), inner_(std::move(inner)), clock_(&clock), start_(clock.Now()) {}
+
+  // Records the call's result in both circuits: nullptr for a success. Once.
+  void Finish(const ProviderError* error);
+  // Records a call that ended in an exception (a transient failure).
+  void FinishWithException();
+
+ private:
+  Permit outer_;  // the transient circuit's
+  Permit inner_;  // the quota circuit's
+  Clock* clock_;
+  TimePoint start_;
+};
+
+// Asks both circuits, transient then quota: the call's permits or the refusal.
+std::variant<ProviderPermits, ProviderError> Admit(CircuitBreaker& transient, CircuitBreaker& quota,
+                                                   Clock& clock);
+
+// The two breakers of a key, lent for one synchronous call (Registry::Borrow).
+struct BorrowedCircuits {
+  BorrowedBreaker transient;
+  BorrowedBreaker quota;
+};
+// As GetProviderCircuits(), borrowed; allocates nothing on a hit (the two
+// names are built on the stack unless `key` is very long).
+BorrowedCircuits BorrowProviderCircuits(Registry& registry, std::string_view key);
 
 }  // namespace internal
 
@@ -213,24 +246,18 @@ class ProviderCall {
   ProviderCall& operator=(ProviderCall&&) = default;
 
   // Records the call's result: nullptr for a success, else its error. Once.
-  void Finish(const ProviderError* error) &&;
+  void Finish(const ProviderError* error) && { permits_.Finish(error); }
   // Records a call that ended in an exception (a transient failure).
-  void FinishWithException() &&;
+  void FinishWithException() && { permits_.FinishWithException(); }
 
  private:
-  ProviderCall(ProviderCircuits circuits, Permit outer, Permit inner, Clock& clock)
-      : circuits_(std::move(circuits)),
-        outer_(std::move(outer)),
-        inner_(std::move(inner)),
-        clock_(&clock),
-        start_(clock.Now()) {}
+  ProviderCall(ProviderCircuits circuits, internal::ProviderPermits permits)
+      : circuits_(std::move(circuits)), permits_(std::move(permits)) {}
 
-  // Kept alive while the call is pending (a registry may drop them meanwhile).
+  // Kept alive while the call is pending (a registry may drop them meanwhile);
+  // declared first, so destroyed after the permits.
   ProviderCircuits circuits_;
-  Permit outer_;  // the transient circuit's
-  Permit inner_;  // the quota circuit's
-  Clock* clock_;
-  TimePoint start_;
+  internal::ProviderPermits permits_;
 };
 
 // Runs `fn` (returning ProviderResult<T>) under the two circuits of `key`, as
@@ -238,18 +265,25 @@ class ProviderCall {
 // `fn` returned, unchanged, or a circuit's rejection (circuit_open == true;
 // `fn` not called). An exception from `fn` counts as a transient failure and
 // propagates unchanged. `key` must not be empty.
+//
+// The circuits are borrowed from the registry for the call (no reference
+// count touched, not dropped meanwhile) and their names built on the stack:
+// on a hit nothing is allocated (docs/performance.md, "The seed-000 call").
 template <typename F>
 auto RunProviderCall(Registry& registry, std::string_view key, F&& fn) -> std::invoke_result_t<F&> {
   using R = std::invoke_result_t<F&>;
-  std::variant<ProviderCall, ProviderError> started = ProviderCall::Start(registry, key);
-  if (ProviderError* refused = std::get_if<ProviderError>(&started)) return *refused;
-  ProviderCall& call = std::get<ProviderCall>(started);
+  // Declared before the permits, so given back after them.
+  const internal::BorrowedCircuits circuits = internal::BorrowProviderCircuits(registry, key);
+  std::variant<internal::ProviderPermits, ProviderError> admitted =
+      internal::Admit(*circuits.transient, *circuits.quota, registry.clock());
+  if (ProviderError* refused = std::get_if<ProviderError>(&admitted)) return *refused;
+  internal::ProviderPermits& permits = std::get<internal::ProviderPermits>(admitted);
   try {
     R r = fn();
-    std::move(call).Finish(r.has_value() ? nullptr : &r.error());
+    permits.Finish(r.has_value() ? nullptr : &r.error());
     return r;
   } catch (...) {
-    std::move(call).FinishWithException();
+    permits.FinishWithException();
     throw;
   }
 }

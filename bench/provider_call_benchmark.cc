@@ -1,0 +1,240 @@
+// The seed-000 call end to end (fusebox::meta::RunProviderCall,
+// provider_call.h): the two circuit names built from the key, both breakers
+// looked up in the registry, both permits taken and recorded, around a
+// trivial callable that succeeds. A registry holds the circuits of 5,000
+// provider keys (10,000 breakers); the calls hit 64 hot keys, or all 5,000 in
+// a scattered order. Yardsticks in the same run: one Registry::Borrow() of one
+// key on the same registry, and an uncontended fetch_add. For comparison, the
+// path RunProviderCall took before it borrowed (two std::string names, two
+// Get()s, shared_ptrs), the call with ProviderCircuitKey() building the key
+// too, and the call's two parts alone (the lookups; the breakers' permits).
+//
+//   fusebox_bench --benchmark_filter=ProviderCall --benchmark_repetitions=5
+//                 --benchmark_report_aggregates_only=true
+//
+// docs/performance.md ("The seed-000 call") quotes the medians. The CPU model
+// is in the output's context ("cpu_model").
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "alloc_counter.h"
+#include "fusebox/meta/provider_call.h"
+#include "fusebox/registry.h"
+
+namespace fusebox::meta {
+namespace {
+
+constexpr int kKeys = 5000;
+
+[[maybe_unused]] const bool kCpuModel = [] {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const std::size_t colon = line.find(':');
+      benchmark::AddCustomContext("cpu_model",
+                                  colon == std::string::npos ? line : line.substr(colon + 2));
+      return true;
+    }
+  }
+  return false;
+}();
+
+std::string Subject(int i) { return std::to_string(17841400000000000LL + i); }
+
+// "provider:instagram:read:17841400000000042": 41 bytes, as seed 000's keys.
+std::string Key(int i) { return *ProviderCircuitKey("instagram", Workload::kRead, Subject(i)); }
+
+ProviderResult<int> Succeed() { return 1; }
+
+Registry& SharedRegistry() {
+  static Registry* registry = [] {
+    // Room for both circuits of every key: every call below is a hit.
+    Registry* r = Registry::Create({.max_breakers = 2 * kKeys})->release();
+    for (int i = 0; i < kKeys; ++i) (void)RunProviderCall(*r, Key(i), Succeed);
+    return r;
+  }();
+  return *registry;
+}
+
+// 64 keys spread over the 5,000, a different 64 per thread.
+std::vector<int> Hot(int thread) {
+  std::vector<int> ids;
+  for (int i = 0; i < 64; ++i) ids.push_back((i * 13 + thread * 7) % kKeys);
+  return ids;
+}
+
+// All 5,000 keys in a random order, a different order per thread.
+std::vector<int> Scattered(int thread) {
+  std::vector<int> ids(kKeys);
+  for (int i = 0; i < kKeys; ++i) ids[i] = i;
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(1234 + thread));
+  return ids;
+}
+
+// RunProviderCall before it borrowed: two names on the heap, two Get()s
+// (a shared_ptr each), the same admission and recording.
+ProviderResult<int> SharedPathCall(Registry& registry, const std::string& key) {
+  std::shared_ptr<CircuitBreaker> transient =
+      *registry.Get(key + ":transient", kTransientConfigName);
+  std::shared_ptr<CircuitBreaker> quota = *registry.Get(key + ":quota", kQuotaConfigName);
+  std::variant<internal::ProviderPermits, ProviderError> admitted =
+      internal::Admit(*transient, *quota, registry.clock());
+  if (ProviderError* refused = std::get_if<ProviderError>(&admitted)) return *refused;
+  ProviderResult<int> r = Succeed();
+  std::get<internal::ProviderPermits>(admitted).Finish(r.has_value() ? nullptr : &r.error());
+  return r;
+}
+
+enum class Path { kRunProviderCall, kSharedPath, kWithKeyBuild };
+
+template <Path kPath>
+void Calls(benchmark::State& state, const std::vector<int>& ids) {
+  Registry& registry = SharedRegistry();
+  std::vector<std::string> keys;
+  std::vector<std::string> subjects;
+  for (int id : ids) {
+    keys.push_back(Key(id));
+    subjects.push_back(Subject(id));
+  }
+  const std::size_t n = keys.size();
+  std::size_t i = 0;
+  std::int64_t failed = 0;
+  const std::uint64_t allocs_before = bench::Allocations();
+  for (auto _ : state) {
+    ProviderResult<int> r = [&] {
+      if constexpr (kPath == Path::kRunProviderCall) {
+        return RunProviderCall(registry, keys[i], Succeed);
+      } else if constexpr (kPath == Path::kSharedPath) {
+        return SharedPathCall(registry, keys[i]);
+      } else {
+        const Result<std::string> key =
+            ProviderCircuitKey("instagram", Workload::kRead, subjects[i]);
+        return RunProviderCall(registry, *key, Succeed);
+      }
+    }();
+    failed += r.has_value() ? 0 : 1;
+    benchmark::DoNotOptimize(r);
+    if (++i == n) i = 0;
+  }
+  state.counters["allocs_per_call"] =
+      benchmark::Counter(static_cast<double>(bench::Allocations() - allocs_before) /
+                         static_cast<double>(state.iterations()));
+  if (failed != 0) state.SkipWithError("a call failed: the circuits must stay closed");
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_ProviderCall_Hot64(benchmark::State& state) {
+  Calls<Path::kRunProviderCall>(state, Hot(state.thread_index()));
+}
+void BM_ProviderCall_Scattered5000(benchmark::State& state) {
+  Calls<Path::kRunProviderCall>(state, Scattered(state.thread_index()));
+}
+void BM_ProviderCall_Hot64_SharedPath(benchmark::State& state) {
+  Calls<Path::kSharedPath>(state, Hot(state.thread_index()));
+}
+void BM_ProviderCall_Scattered5000_SharedPath(benchmark::State& state) {
+  Calls<Path::kSharedPath>(state, Scattered(state.thread_index()));
+}
+void BM_ProviderCall_Hot64_WithKeyBuild(benchmark::State& state) {
+  Calls<Path::kWithKeyBuild>(state, Hot(state.thread_index()));
+}
+BENCHMARK(BM_ProviderCall_Hot64)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_ProviderCall_Scattered5000)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_ProviderCall_Hot64_SharedPath)->Threads(1)->UseRealTime();
+BENCHMARK(BM_ProviderCall_Scattered5000_SharedPath)->Threads(1)->UseRealTime();
+BENCHMARK(BM_ProviderCall_Hot64_WithKeyBuild)->Threads(1)->UseRealTime();
+
+// The call in two parts, to see where its time goes. The lookups alone: both
+// names built, both circuits borrowed and given back.
+void Lookups(benchmark::State& state, const std::vector<int>& ids) {
+  Registry& registry = SharedRegistry();
+  std::vector<std::string> keys;
+  for (int id : ids) keys.push_back(Key(id));
+  const std::size_t n = keys.size();
+  std::size_t i = 0;
+  for (auto _ : state) {
+    internal::BorrowedCircuits c = internal::BorrowProviderCircuits(registry, keys[i]);
+    benchmark::DoNotOptimize(c);
+    if (++i == n) i = 0;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// The breakers alone, held beforehand: both permits taken and recorded
+// (with the clock reads that time the call).
+void Breakers(benchmark::State& state, const std::vector<int>& ids) {
+  Registry& registry = SharedRegistry();
+  std::vector<ProviderCircuits> circuits;
+  for (int id : ids) circuits.push_back(GetProviderCircuits(registry, Key(id)));
+  const std::size_t n = circuits.size();
+  std::size_t i = 0;
+  std::int64_t failed = 0;
+  for (auto _ : state) {
+    std::variant<internal::ProviderPermits, ProviderError> admitted =
+        internal::Admit(*circuits[i].transient, *circuits[i].quota, registry.clock());
+    if (auto* permits = std::get_if<internal::ProviderPermits>(&admitted)) {
+      permits->Finish(nullptr);
+    } else {
+      ++failed;
+    }
+    if (++i == n) i = 0;
+  }
+  if (failed != 0) state.SkipWithError("a call was refused: the circuits must stay closed");
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_ProviderCall_Hot64_LookupsOnly(benchmark::State& state) {
+  Lookups(state, Hot(state.thread_index()));
+}
+void BM_ProviderCall_Scattered5000_LookupsOnly(benchmark::State& state) {
+  Lookups(state, Scattered(state.thread_index()));
+}
+void BM_ProviderCall_Hot64_BreakersOnly(benchmark::State& state) {
+  Breakers(state, Hot(state.thread_index()));
+}
+void BM_ProviderCall_Scattered5000_BreakersOnly(benchmark::State& state) {
+  Breakers(state, Scattered(state.thread_index()));
+}
+BENCHMARK(BM_ProviderCall_Hot64_LookupsOnly)->Threads(1)->UseRealTime();
+BENCHMARK(BM_ProviderCall_Scattered5000_LookupsOnly)->Threads(1)->UseRealTime();
+BENCHMARK(BM_ProviderCall_Hot64_BreakersOnly)->Threads(1)->UseRealTime();
+BENCHMARK(BM_ProviderCall_Scattered5000_BreakersOnly)->Threads(1)->UseRealTime();
+
+// Yardsticks, in the same run. One lookup: Borrow() of one key's transient
+// circuit on the same registry, given back at once.
+void BM_ProviderCall_Baseline_Borrow1(benchmark::State& state) {
+  Registry& registry = SharedRegistry();
+  const std::string name = Key(Hot(state.thread_index())[0]) + ":transient";
+  const std::uint64_t allocs_before = bench::Allocations();
+  for (auto _ : state) {
+    Result<BorrowedBreaker> b = registry.Borrow(name, kTransientConfigName);
+    benchmark::DoNotOptimize(b);
+  }
+  state.counters["allocs_per_call"] =
+      benchmark::Counter(static_cast<double>(bench::Allocations() - allocs_before) /
+                         static_cast<double>(state.iterations()));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ProviderCall_Baseline_Borrow1)->Threads(1)->Threads(2)->UseRealTime();
+
+// An uncontended atomic increment.
+void BM_ProviderCall_Baseline_FetchAdd(benchmark::State& state) {
+  static std::atomic<std::uint64_t> counter{0};
+  for (auto _ : state) counter.fetch_add(1, std::memory_order_relaxed);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ProviderCall_Baseline_FetchAdd);
+
+}  // namespace
+}  // namespace fusebox::meta

@@ -1040,6 +1040,19 @@ TEST_F(HandlerStoreTest, AnUnansweringStoreStillLeavesTheLocalCopyForStaleIfErro
   EXPECT_EQ(handler_->snapshot_lookups(Handler::kSnapshotExpired), 1u);
 }
 
+// On the I/O thread (TryAnswerNow, the local copy) a snapshot exactly
+// fresh_for old is still fresh; a millisecond later it needs a worker.
+TEST_F(HandlerStoreTest, ASnapshotExactlyFreshForOldIsFreshOnTheIoThread) {
+  ASSERT_EQ(handler_->Handle(Request(kInsights)).status, 200);
+  clock_.Advance(std::chrono::seconds(60));
+  std::optional<HttpResponse> now = handler_->TryAnswerNow(Request(kInsights));
+  ASSERT_TRUE(now.has_value()) << "exactly fresh_for old is fresh";
+  EXPECT_EQ(Header(*now, "Cache-Status"), "fusebox; hit; ttl=0");
+  clock_.Advance(std::chrono::milliseconds(1));
+  EXPECT_FALSE(handler_->TryAnswerNow(Request(kInsights)).has_value());
+  EXPECT_EQ(Calls(), 1);
+}
+
 // With a store that may block, a request goes to a worker (Handle, not
 // TryAnswerNow): a snapshot exactly fresh_for old is still fresh there too.
 TEST_F(HandlerStoreTest, ASnapshotExactlyFreshForOldIsFreshOnTheWorkerPath) {

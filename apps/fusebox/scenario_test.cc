@@ -55,6 +55,14 @@ TEST(Scenario, DependencyModel) {
   EXPECT_FALSE(s.AnswerAt(32, 0.9).outage);
   EXPECT_EQ(s.AnswerAt(36, 0.4).kind, Answer::Kind::kError);
   EXPECT_EQ(s.AnswerAt(36, 0.6).kind, Answer::Kind::kOk);
+  // A call that would take exactly the timeout times out; a millisecond less
+  // does not.
+  s.slowdowns = {Slowdown{TimeWindow{40s, 1s}, s.timeout - s.latency},
+                 Slowdown{TimeWindow{42s, 1s}, s.timeout - s.latency - 1ms}};
+  EXPECT_EQ(s.AnswerAt(40, 0.9).kind, Answer::Kind::kTimeout);
+  EXPECT_EQ(s.AnswerAt(40, 0.9).duration, s.timeout);
+  EXPECT_NE(s.AnswerAt(42, 0.9).kind, Answer::Kind::kTimeout);
+  EXPECT_EQ(s.AnswerAt(42, 0.9).duration, s.timeout - 1ms);
 }
 
 TEST(Scenario, YamlFile) {

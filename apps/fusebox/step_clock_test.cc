@@ -37,5 +37,17 @@ TEST(StepClock, TimerAtTheTargetRunsAndLaterOnesWait) {
   EXPECT_EQ(ran, 1);
 }
 
+// A timer scheduled for the present runs when the clock is asked to move to
+// the present (a breaker's zero wait), though the clock does not move.
+TEST(StepClock, ATimerDueNowRunsWhenAdvancingToNow) {
+  StepClock clock;
+  clock.AdvanceTo(StepClock::kStart + 2s);
+  int ran = 0;
+  clock.ScheduleAt(clock.Now(), [&] { ++ran; });
+  clock.AdvanceTo(clock.Now());
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(clock.Elapsed(), 2s);
+}
+
 }  // namespace
 }  // namespace fusebox::app

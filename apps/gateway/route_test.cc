@@ -82,6 +82,9 @@ TEST(PathPattern, RejectsBadPatterns) {
   EXPECT_FALSE(PathPattern::Parse("/v1/a{b}", names, why));
   EXPECT_FALSE(PathPattern::Parse("/v1/{a}/{a}", names, why));
   EXPECT_FALSE(PathPattern::Parse("/v1/{a-b}", names, why));
+  // An empty name is no parameter.
+  EXPECT_FALSE(PathPattern::Parse("/v1/{}/x", names, why));
+  EXPECT_NE(why.find("\"{}\""), std::string::npos) << why;
 }
 
 TEST(Expand, EncodesParametersForTheUpstreamPath) {

@@ -11,7 +11,7 @@
 //   - beyond max_breakers (default 5,000) the least recently used are dropped;
 //   - never a breaker that is OPEN, HALF_OPEN, under an operator override,
 //     still holding failures or slow calls in its window, or in use (someone
-//     holds its shared_ptr); an OPEN breaker becomes idle only once its wait
+//     holds its shared_ptr, or has it borrowed); an OPEN breaker becomes idle only once its wait
 //     ended more than idle_timeout ago (OPEN ends lazily, on a call, so a
 //     tripped key nobody asks for again would otherwise stay for ever);
 //   - when every breaker is protected, the registry grows past max_breakers

@@ -30,25 +30,12 @@
 #include "alloc_counter.h"
 #include "fusebox/meta/provider_call.h"
 #include "fusebox/registry.h"
+#include "key_sets.h"
 
 namespace fusebox::meta {
 namespace {
 
 constexpr int kKeys = 5000;
-
-[[maybe_unused]] const bool kCpuModel = [] {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const std::size_t colon = line.find(':');
-      benchmark::AddCustomContext("cpu_model",
-                                  colon == std::string::npos ? line : line.substr(colon + 2));
-      return true;
-    }
-  }
-  return false;
-}();
 
 std::string Subject(int i) { return std::to_string(17841400000000000LL + i); }
 
@@ -67,20 +54,8 @@ Registry& SharedRegistry() {
   return *registry;
 }
 
-// 64 keys spread over the 5,000, a different 64 per thread.
-std::vector<int> Hot(int thread) {
-  std::vector<int> ids;
-  for (int i = 0; i < 64; ++i) ids.push_back((i * 13 + thread * 7) % kKeys);
-  return ids;
-}
-
-// All 5,000 keys in a random order, a different order per thread.
-std::vector<int> Scattered(int thread) {
-  std::vector<int> ids(kKeys);
-  for (int i = 0; i < kKeys; ++i) ids[i] = i;
-  std::shuffle(ids.begin(), ids.end(), std::mt19937(1234 + thread));
-  return ids;
-}
+std::vector<int> Hot(int thread) { return bench::HotIds(thread, kKeys); }
+std::vector<int> Scattered(int thread) { return bench::ScatteredIds(thread, kKeys); }
 
 // RunProviderCall before it borrowed: two names on the heap, two Get()s
 // (a shared_ptr each), the same admission and recording.

@@ -204,14 +204,20 @@ TEST_F(KeyedPipelineTest, BuildRefusesWhatCannotWork) {
   EXPECT_THAT(std::string(clocks.error().message()), HasSubstr("different clock"));
 }
 
+// A registry that keeps only two breakers, so that calls on a few keys evict
+// all the time.
+std::shared_ptr<Registry> TwoBreakerRegistry(ManualClock& clock) {
+  RegistryOptions options;
+  options.clock = &clock;
+  options.max_breakers = 2;
+  return std::shared_ptr<Registry>(MustCreate(Registry::Create(std::move(options))));
+}
+
 // Many threads, few keys, a registry that keeps only two breakers: per-key
 // policies are made, replaced and swept while calls run (TSan).
 TEST_F(KeyedPipelineTest, ConcurrentKeysWithEvictions) {
   ManualClock clock;
-  RegistryOptions options;
-  options.clock = &clock;
-  options.max_breakers = 2;
-  auto registry = std::shared_ptr<Registry>(MustCreate(Registry::Create(std::move(options))));
+  std::shared_ptr<Registry> registry = TwoBreakerRegistry(clock);
   ASSERT_NE(registry, nullptr);
   auto pipeline = Build(std::move(
       Pipeline::Builder().WithRegistry(registry).WithBulkheadPerKey({.max_concurrent_calls = 64})));
@@ -304,10 +310,7 @@ TEST_F(KeyedPipelineTest, ASweepDuringACallThatThrowsKeepsItsBreaker) {
 // borrows its breaker while other threads' insertions evict (TSan).
 TEST_F(KeyedPipelineTest, ConcurrentBorrowedKeysWithEvictions) {
   ManualClock clock;
-  RegistryOptions options;
-  options.clock = &clock;
-  options.max_breakers = 2;
-  auto registry = std::shared_ptr<Registry>(MustCreate(Registry::Create(std::move(options))));
+  std::shared_ptr<Registry> registry = TwoBreakerRegistry(clock);
   ASSERT_NE(registry, nullptr);
   auto pipeline = Build(std::move(Pipeline::Builder().WithRegistry(registry)));
   ASSERT_NE(pipeline, nullptr);

@@ -213,6 +213,22 @@ std::shared_ptr<Registry> TwoBreakerRegistry(ManualClock& clock) {
   return std::shared_ptr<Registry>(MustCreate(Registry::Create(std::move(options))));
 }
 
+// Four threads, 500 calls each over eight keys: how many `call` says succeeded.
+template <typename F>
+int SucceedingCalls(F call) {
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 500; ++i) {
+        if (call("k" + std::to_string((i + t) % 8))) ok.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return ok.load();
+}
+
 // Many threads, few keys, a registry that keeps only two breakers: per-key
 // policies are made, replaced and swept while calls run (TSan).
 TEST_F(KeyedPipelineTest, ConcurrentKeysWithEvictions) {
@@ -222,18 +238,9 @@ TEST_F(KeyedPipelineTest, ConcurrentKeysWithEvictions) {
   auto pipeline = Build(std::move(
       Pipeline::Builder().WithRegistry(registry).WithBulkheadPerKey({.max_concurrent_calls = 64})));
   ASSERT_NE(pipeline, nullptr);
-  std::atomic<int> ok{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 500; ++i) {
-        const std::string key = "k" + std::to_string((i + t) % 8);
-        if (pipeline->Execute(key, Ok).has_value()) ok.fetch_add(1);
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  EXPECT_EQ(ok.load(), 4 * 500);
+  EXPECT_EQ(SucceedingCalls(
+                [&](const std::string& key) { return pipeline->Execute(key, Ok).has_value(); }),
+            4 * 500);
 }
 
 // The breaker of a call in flight is in use (borrowed, not shared, without
@@ -314,22 +321,13 @@ TEST_F(KeyedPipelineTest, ConcurrentBorrowedKeysWithEvictions) {
   ASSERT_NE(registry, nullptr);
   auto pipeline = Build(std::move(Pipeline::Builder().WithRegistry(registry)));
   ASSERT_NE(pipeline, nullptr);
-  std::atomic<int> ok{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 500; ++i) {
-        const std::string key = "k" + std::to_string((i + t) % 8);
-        if (pipeline->Execute(key, [&] { return registry->Find(key) != nullptr ? Ok() : Down(); })
-                .has_value()) {
-          ok.fetch_add(1);
-        }
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  // Every call found its own breaker still in the registry while it ran.
-  EXPECT_EQ(ok.load(), 4 * 500);
+  // Every call finds its own breaker still in the registry while it runs.
+  EXPECT_EQ(SucceedingCalls([&](const std::string& key) {
+              return pipeline
+                  ->Execute(key, [&] { return registry->Find(key) != nullptr ? Ok() : Down(); })
+                  .has_value();
+            }),
+            4 * 500);
 }
 
 // ---------------------------------------------------------------------------

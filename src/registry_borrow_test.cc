@@ -19,6 +19,7 @@
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/registry.h"
 #include "fusebox/testing/manual_clock.h"
+#include "registry_race.h"
 
 namespace fusebox {
 namespace {
@@ -174,15 +175,9 @@ TEST_F(RegistryBorrowTest, ConcurrentBorrowsAndWritersStayConsistent) {
           if (op < 15) kept.push_back(std::move(*b));
           if (kept.size() > 6) kept.erase(kept.begin());
         } else if (op < 75) {
-          Result<std::shared_ptr<CircuitBreaker>> b = registry_->Get(key);
-          if (!b || ((*b)->name() != key && (*b)->name() != "overflow:default")) ++wrong;
-        } else if (op < 85) {
-          std::shared_ptr<CircuitBreaker> b = registry_->Find(key);
-          if (b && b->name() != key) ++wrong;
-        } else if (op < 97) {
-          registry_->Remove(key);
+          if (!testing::IsKeysBreaker(registry_->Get(key), key)) ++wrong;
         } else {
-          registry_->Sweep();
+          testing::FindRemoveOrSweep(*registry_, key, op, wrong);
         }
       }
       for (const BorrowedBreaker& b : kept) {

@@ -1,0 +1,180 @@
+'use strict';
+// fusebox for Node.js: the native addon (build/fusebox_node.node, built by
+// `npm install`) and the JS glue that awaits actions (docs/node.md).
+
+const path = require('node:path');
+
+let native;
+try {
+  native = require(path.join(__dirname, '..', 'build', 'fusebox_node.node'));
+} catch (e) {
+  const err = new Error('fusebox: the native addon is not built (build/fusebox_node.node); ' +
+                        'run `npm install` (or `node scripts/build.js`) in bindings/node: ' + e.message);
+  err.cause = e;
+  throw err;
+}
+
+const { CoreBreaker, ManualClock, NativeRegistry, classifyMeta, providerCircuitKey } = native;
+
+// A registry's refusal: code 'EOPENBREAKER', retryAt (the clock's ms, or
+// Infinity when unknown), key. Built without a stack trace: a rejection is a
+// normal, frequent outcome, and capturing a stack is most of an Error's cost
+// (bench/core.bench.js).
+class OpenBreakerError extends Error {
+  constructor(key, retryAt) {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    super(`circuit "${key}" is open`);
+    Error.stackTraceLimit = limit;
+    this.code = 'EOPENBREAKER';
+    this.key = key;
+    this.retryAt = retryAt;
+  }
+}
+Object.defineProperty(OpenBreakerError.prototype, 'name', { value: 'OpenBreakerError' });
+
+// runProviderCall's failures: code 'CONN_003' | 'CONN_008' | 'CONN_009' |
+// 'CONN_010' (fusebox::meta::ConnCode), httpStatus, metaCode, metaSubcode,
+// retryAfterSeconds, retryAt, circuitOpen, and `cause` (the action's error)
+// when there was one. The message is fusebox's redacted summary: never the
+// body, the message Meta sent, or a token.
+class ProviderError extends Error {
+  constructor(fields, cause) {
+    const limit = Error.stackTraceLimit;
+    if (fields.circuitOpen) Error.stackTraceLimit = 0;
+    super(fields.message, cause === undefined ? undefined : { cause });
+    Error.stackTraceLimit = limit;
+    this.code = fields.code;
+    this.httpStatus = fields.httpStatus;
+    this.metaCode = fields.metaCode;
+    this.metaSubcode = fields.metaSubcode;
+    this.retryAfterSeconds = fields.retryAfterSeconds;
+    this.retryAt = fields.retryAt;
+    this.circuitOpen = fields.circuitOpen;
+  }
+}
+Object.defineProperty(ProviderError.prototype, 'name', { value: 'ProviderError' });
+
+function isThenable(v) {
+  return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof v.then === 'function';
+}
+
+// Breakers by key (fusebox::Registry): bounded by maxBreakers (LRU) and
+// idleTtlMs, every breaker created from `defaults` (Resilience4j names).
+class Registry {
+  constructor(options = {}) {
+    this._native = new NativeRegistry(options);
+  }
+
+  // Runs `action` (sync or async) under the breaker of `key`: a promise of its
+  // result, or a rejection with an OpenBreakerError when the breaker refuses
+  // (the action is not called). The outcome is recorded with its duration on
+  // the registry's clock; a throw or rejection is a failure.
+  run(key, action) {
+    if (typeof action !== 'function') {
+      return Promise.reject(new TypeError('Registry.run(key, action): action must be a function'));
+    }
+    const nat = this._native;
+    let slot;
+    try {
+      slot = nat.acquire(key);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot));
+    let result;
+    try {
+      result = action();
+    } catch (e) {
+      nat.finish(slot, 1);
+      return Promise.reject(e);
+    }
+    if (!isThenable(result)) {
+      nat.finish(slot, 0);
+      return Promise.resolve(result);
+    }
+    return Promise.resolve(result).then(
+      (v) => { nat.finish(slot, 0); return v; },
+      (e) => { nat.finish(slot, 1); throw e; });
+  }
+
+  // 'CLOSED', 'OPEN', ... of the breaker held for `key`, or undefined.
+  state(key) { return this._native.stateOf(key); }
+  metrics(key) { return this._native.metricsOf(key); }
+  get size() { return this._native.size(); }
+  keys() { return this._native.keys(); }
+  sweep() { return this._native.sweep(); }
+  nowMs() { return this._native.nowMs(); }
+}
+
+// The Meta response an action's error carries: `err.response`, or the error
+// itself when it has a numeric status ({ status, headers, body }).
+function errorResponse(err) {
+  if (err === null || typeof err !== 'object') return undefined;
+  const r = err.response;
+  if (r !== null && typeof r === 'object' && typeof r.status === 'number') return r;
+  if (typeof err.status === 'number') return err;
+  return undefined;
+}
+
+// fusebox::meta::RunProviderCall: `action` under the two circuits of `key`
+// ("provider:<provider>:<workload>:<subject>", providerCircuitKey()) in
+// `registry`: transient outside, quota inside. Resolves with the action's
+// value (a success in both). An action that throws an error carrying a Meta
+// response (err.response or err itself = { status, headers, body }) rejects
+// with the ProviderError of its classification (CONN_008 opens the quota
+// circuit for its recovery time, CONN_003 counts in the transient one,
+// CONN_009/CONN_010 count as successes). Any other throw is a transient
+// failure and is rethrown unchanged. A circuit that refuses rejects with a
+// ProviderError whose circuitOpen is true (CONN_003 or CONN_008), and the
+// action is not called.
+function runProviderCall(registry, key, action) {
+  if (!(registry instanceof Registry)) {
+    return Promise.reject(new TypeError('runProviderCall(registry, key, action): registry must be a Registry'));
+  }
+  if (typeof action !== 'function') {
+    return Promise.reject(new TypeError('runProviderCall(registry, key, action): action must be a function'));
+  }
+  const nat = registry._native;
+  let slot;
+  try {
+    slot = nat.providerStart(key);
+  } catch (e) {
+    return Promise.reject(e);
+  }
+  if (typeof slot !== 'number') return Promise.reject(new ProviderError(slot));
+  const failed = (e) => {
+    const response = errorResponse(e);
+    if (response === undefined) {
+      nat.providerFinish(slot, 2);
+      throw e;
+    }
+    throw new ProviderError(nat.providerFinish(slot, 1, response), e);
+  };
+  let result;
+  try {
+    result = action();
+  } catch (e) {
+    try {
+      failed(e);
+    } catch (thrown) {
+      return Promise.reject(thrown);
+    }
+  }
+  if (!isThenable(result)) {
+    nat.providerFinish(slot, 0);
+    return Promise.resolve(result);
+  }
+  return Promise.resolve(result).then((v) => { nat.providerFinish(slot, 0); return v; }, failed);
+}
+
+module.exports = {
+  CoreBreaker,
+  ManualClock,
+  Registry,
+  OpenBreakerError,
+  ProviderError,
+  classifyMeta,
+  providerCircuitKey,
+  runProviderCall,
+};

@@ -1,0 +1,330 @@
+// bindings/node/src/registry.cc: NativeRegistry, a fusebox::Registry of keyed
+// breakers, and the native halves of Registry.run() and runProviderCall()
+// (lib/index.js awaits the action between them; docs/node.md).
+//
+// A call in flight is a slot in a table owned by the registry object: it
+// holds the breaker (a shared_ptr, so the registry counts it as in use and
+// never drops it meanwhile) and the permit, or the two provider permits. JS
+// sees only the slot's index. Slots are reused from a free list: a hit
+// allocates nothing once the table is large enough.
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "addon.h"
+#include "classify_meta.h"
+#include "fusebox/meta/provider_call.h"
+#include "fusebox/registry.h"
+
+namespace fusebox::node {
+namespace {
+
+// A JS string's UTF-8 bytes, on the stack when short (keys usually are).
+class Utf8Arg {
+ public:
+  Utf8Arg(Napi::Env env, const Napi::Value& v, const char* what) {
+    if (!v.IsString()) throw Napi::TypeError::New(env, std::string(what) + " must be a string");
+    size_t length = 0;
+    napi_status s = napi_get_value_string_utf8(env, v, stack_, sizeof stack_, &length);
+    if (s != napi_ok) throw Napi::Error::New(env, std::string(what) + ": cannot read the string");
+    if (length + 1 < sizeof stack_) {
+      view_ = std::string_view(stack_, length);
+    } else {
+      heap_ = v.As<Napi::String>().Utf8Value();
+      view_ = heap_;
+    }
+    if (view_.empty()) throw Napi::TypeError::New(env, std::string(what) + " must not be empty");
+  }
+  std::string_view view() const { return view_; }
+
+ private:
+  char stack_[256];
+  std::string heap_;
+  std::string_view view_;
+};
+
+struct CallSlot {
+  std::shared_ptr<CircuitBreaker> breaker;
+  std::optional<Permit> permit;
+  std::optional<meta::ProviderCall> provider;
+  TimePoint start{};
+};
+
+Napi::Object ProviderErrorObject(Napi::Env env, const meta::ProviderError& e, Clock& clock) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("code", std::string(meta::ConnCodeName(e.code)));
+  o.Set("httpStatus", e.http_status);
+  auto opt = [&](const std::optional<std::int64_t>& v) {
+    return v ? Napi::Value(Napi::Number::New(env, static_cast<double>(*v))) : Napi::Value(env.Null());
+  };
+  o.Set("metaCode", opt(e.meta_code));
+  o.Set("metaSubcode", opt(e.meta_subcode));
+  if (e.retry_after) {
+    o.Set("retryAfterSeconds", static_cast<double>(e.retry_after->count()));
+    o.Set("retryAt", ToMs(clock.Now() + *e.retry_after));
+  } else {
+    o.Set("retryAfterSeconds", env.Null());
+    o.Set("retryAt", env.Null());
+  }
+  o.Set("circuitOpen", e.circuit_open);
+  o.Set("message", e.message());
+  return o;
+}
+
+class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "NativeRegistry",
+                       {InstanceMethod<&RegistryWrap::Acquire>("acquire"),
+                        InstanceMethod<&RegistryWrap::Finish>("finish"),
+                        InstanceMethod<&RegistryWrap::ProviderStart>("providerStart"),
+                        InstanceMethod<&RegistryWrap::ProviderFinish>("providerFinish"),
+                        InstanceMethod<&RegistryWrap::StateOf>("stateOf"),
+                        InstanceMethod<&RegistryWrap::MetricsOf>("metricsOf"),
+                        InstanceMethod<&RegistryWrap::Size>("size"),
+                        InstanceMethod<&RegistryWrap::Sweep>("sweep"),
+                        InstanceMethod<&RegistryWrap::Keys>("keys"),
+                        InstanceMethod<&RegistryWrap::NowMs>("nowMs")});
+  }
+
+  // new NativeRegistry({ maxBreakers?, maxBreakersHard?, idleTtlMs?,
+  //                      sweepIntervalMs?, defaults?, clock? })
+  explicit RegistryWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<RegistryWrap>(info) {
+    Napi::Env env = info.Env();
+    RegistryOptions options;
+    const Napi::Value arg = info[0];
+    if (!arg.IsUndefined() && !arg.IsObject()) {
+      throw Napi::TypeError::New(env, "Registry: options must be an object");
+    }
+    ClockRef clock = ClockFromOptions(env, arg, "Registry");
+    options.clock = clock.clock;
+    if (arg.IsObject()) {
+      const Napi::Object o = arg.As<Napi::Object>();
+      auto count = [&](const char* name, std::size_t& out, double min) {
+        const Napi::Value v = o.Get(name);
+        if (v.IsUndefined()) return;
+        const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+        if (!v.IsNumber() || !(d >= min && d <= 1e9) || static_cast<double>(static_cast<std::int64_t>(d)) != d) {
+          throw Napi::RangeError::New(env, std::string("Registry: options.") + name +
+                                               " must be an integer in [" + std::to_string(int(min)) +
+                                               ", 1e9], got " + v.ToString().Utf8Value());
+        }
+        out = static_cast<std::size_t>(d);
+      };
+      auto millis = [&](const char* name, Duration& out) {
+        const Napi::Value v = o.Get(name);
+        if (v.IsUndefined()) return;
+        const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+        if (!v.IsNumber() || !(d > 0 && d <= 1e12)) {
+          throw Napi::RangeError::New(env, std::string("Registry: options.") + name +
+                                               " must be a number of ms in (0, 1e12], got " +
+                                               v.ToString().Utf8Value());
+        }
+        out = FromMs(d);
+      };
+      count("maxBreakers", options.max_breakers, 1);
+      count("maxBreakersHard", options.max_breakers_hard, 0);
+      millis("idleTtlMs", options.idle_timeout);
+      millis("sweepIntervalMs", options.sweep_interval);
+      ReadConfig(env, o.Get("defaults"), "defaults", options.default_config);
+    }
+    Result<std::unique_ptr<Registry>> created = Registry::Create(std::move(options));
+    if (!created) throw Napi::RangeError::New(env, "Registry: " + std::string(created.error().message()));
+    clock_owner_ = std::move(clock.owner);
+    registry_ = std::move(*created);
+  }
+
+  ~RegistryWrap() override {
+    // In-flight calls first: their permits refer to the breakers.
+    slots_.clear();
+    registry_.reset();
+  }
+
+ private:
+  std::uint32_t NewSlot() {
+    if (free_.empty()) {
+      slots_.emplace_back();
+      return static_cast<std::uint32_t>(slots_.size() - 1);
+    }
+    const std::uint32_t i = free_.back();
+    free_.pop_back();
+    return i;
+  }
+  CallSlot& SlotArg(const Napi::CallbackInfo& info) {
+    const double d = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
+    if (!(d >= 0 && d < static_cast<double>(slots_.size()))) {
+      throw Napi::RangeError::New(info.Env(), "NativeRegistry: no such call");
+    }
+    CallSlot& slot = slots_[static_cast<std::size_t>(d)];
+    if (!slot.breaker && !slot.provider) throw Napi::Error::New(info.Env(), "NativeRegistry: call already finished");
+    return slot;
+  }
+  void FreeSlot(std::uint32_t i) {
+    slots_[i] = CallSlot{};
+    free_.push_back(i);
+  }
+
+  // acquire(key): a slot index >= 0 when permitted; else -retryAt (the
+  // clock's ms), or -Infinity when the breaker cannot say.
+  Napi::Value Acquire(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const Utf8Arg key(env, info[0], "Registry.run(key): key");
+    Result<std::shared_ptr<CircuitBreaker>> breaker = registry_->Get(key.view());
+    if (!breaker) throw Napi::Error::New(env, std::string(breaker.error().message()));
+    Result<Permit> permit = (*breaker)->TryAcquire();
+    if (!permit) {
+      const std::optional<TimePoint> at = permit.error().retry_at();
+      return Napi::Number::New(env, at ? -ToMs(*at) : -std::numeric_limits<double>::infinity());
+    }
+    const std::uint32_t i = NewSlot();
+    CallSlot& slot = slots_[i];
+    slot.breaker = std::move(*breaker);
+    slot.permit.emplace(std::move(*permit));
+    slot.start = registry_->clock().Now();
+    return Napi::Number::New(env, i);
+  }
+
+  // finish(slot, outcome): 0 success, 1 failure, 2 no outcome (permit given
+  // back). The duration is the registry clock's time since acquire().
+  Napi::Value Finish(const Napi::CallbackInfo& info) {
+    CallSlot& slot = SlotArg(info);
+    const int outcome = info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 2;
+    const Duration elapsed = registry_->clock().Now() - slot.start;
+    if (outcome == 0) {
+      slot.permit->Success(elapsed);
+    } else if (outcome == 1) {
+      slot.permit->Failure(elapsed);
+    }
+    FreeSlot(static_cast<std::uint32_t>(info[0].As<Napi::Number>().Int32Value()));
+    return info.Env().Undefined();
+  }
+
+  // providerStart(key): a slot index, or the rejection as a ProviderError
+  // object (CONN_003 or CONN_008, circuitOpen true).
+  Napi::Value ProviderStart(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const Utf8Arg key(env, info[0], "runProviderCall(registry, key): key");
+    std::variant<meta::ProviderCall, meta::ProviderError> started =
+        meta::ProviderCall::Start(*registry_, key.view());
+    if (auto* refused = std::get_if<meta::ProviderError>(&started)) {
+      return ProviderErrorObject(env, *refused, registry_->clock());
+    }
+    const std::uint32_t i = NewSlot();
+    slots_[i].provider.emplace(std::get<meta::ProviderCall>(std::move(started)));
+    return Napi::Number::New(env, i);
+  }
+
+  // providerFinish(slot, kind, response?): kind 0 success, 1 an error
+  // response { status, headers, body } (returns its ProviderError object),
+  // 2 an exception (a transient failure), 3 no outcome.
+  Napi::Value ProviderFinish(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    CallSlot& slot = SlotArg(info);
+    const auto index = static_cast<std::uint32_t>(info[0].As<Napi::Number>().Int32Value());
+    const int kind = info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 3;
+    Napi::Value result = env.Undefined();
+    if (kind == 0) {
+      std::move(*slot.provider).Finish(nullptr);
+    } else if (kind == 1) {
+      std::optional<meta::Response> response;
+      try {
+        response = ReadMetaResponse(env, info[2], "runProviderCall: the action's error response");
+      } catch (...) {
+        std::move(*slot.provider).FinishWithException();
+        FreeSlot(index);
+        throw;
+      }
+      const meta::ProviderError e = meta::ProviderError::FromResponse(*response);
+      std::move(*slot.provider).Finish(&e);
+      result = ProviderErrorObject(env, e, registry_->clock());
+    } else if (kind == 2) {
+      std::move(*slot.provider).FinishWithException();
+    }
+    FreeSlot(index);
+    return result;
+  }
+
+  Napi::Value StateOf(const Napi::CallbackInfo& info) {
+    const Utf8Arg key(info.Env(), info[0], "Registry.state(key): key");
+    const std::shared_ptr<CircuitBreaker> b = registry_->Find(key.view());
+    if (!b) return info.Env().Undefined();
+    return Napi::String::New(info.Env(), std::string(StateName(b->state())));
+  }
+  Napi::Value MetricsOf(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const Utf8Arg key(env, info[0], "Registry.metrics(key): key");
+    const std::shared_ptr<CircuitBreaker> b = registry_->Find(key.view());
+    if (!b) return env.Undefined();
+    const CircuitBreakerMetrics m = b->metrics();
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("state", std::string(StateName(m.state)));
+    o.Set("failureRate", static_cast<double>(m.failure_rate));
+    o.Set("bufferedCalls", m.buffered_calls);
+    o.Set("failedCalls", m.failed_calls);
+    o.Set("retryAt", m.retry_at ? Napi::Value(Napi::Number::New(env, ToMs(*m.retry_at))) : env.Null());
+    return o;
+  }
+  Napi::Value Size(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(registry_->size()));
+  }
+  Napi::Value Sweep(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(registry_->Sweep()));
+  }
+  Napi::Value Keys(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    std::vector<std::string> keys;
+    registry_->ForEach([&](const std::string& key, CircuitBreaker&) { keys.push_back(key); });
+    Napi::Array a = Napi::Array::New(env, keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) a.Set(static_cast<uint32_t>(i), keys[i]);
+    return a;
+  }
+  Napi::Value NowMs(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), ToMs(registry_->clock().Now()));
+  }
+
+  // Declared first: destroyed last.
+  std::shared_ptr<testing::ManualClock> clock_owner_;
+  std::unique_ptr<Registry> registry_;
+  std::vector<CallSlot> slots_;
+  std::vector<std::uint32_t> free_;
+};
+
+Napi::Value ProviderCircuitKey(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 3 || !info[0].IsString() || !info[1].IsString() || !info[2].IsString()) {
+    throw Napi::TypeError::New(env, "providerCircuitKey(provider, workload, subject): three strings");
+  }
+  const std::string workload = info[1].As<Napi::String>().Utf8Value();
+  meta::Workload w{};
+  if (workload == "read") {
+    w = meta::Workload::kRead;
+  } else if (workload == "publish") {
+    w = meta::Workload::kPublish;
+  } else if (workload == "reply") {
+    w = meta::Workload::kReply;
+  } else if (workload == "token-refresh") {
+    w = meta::Workload::kTokenRefresh;
+  } else {
+    throw Napi::RangeError::New(env, "providerCircuitKey: workload must be read, publish, reply or "
+                                     "token-refresh, got \"" + workload + "\"");
+  }
+  Result<std::string> key = meta::ProviderCircuitKey(info[0].As<Napi::String>().Utf8Value(), w,
+                                                     info[2].As<Napi::String>().Utf8Value());
+  if (!key) throw Napi::RangeError::New(env, "providerCircuitKey: " + std::string(key.error().message()));
+  return Napi::String::New(env, *key);
+}
+
+}  // namespace
+
+void InitRegistry(Napi::Env env, Napi::Object exports) {
+  exports.Set("NativeRegistry", RegistryWrap::Define(env));
+  exports.Set("providerCircuitKey", Napi::Function::New<ProviderCircuitKey>(env, "providerCircuitKey"));
+}
+
+}  // namespace fusebox::node

@@ -1,0 +1,193 @@
+'use strict';
+// CoreBreaker: fusebox's CircuitBreaker decisions from JS, time driven by a
+// ManualClock (no sleeps).
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { CoreBreaker, ManualClock } = require('..');
+
+const T = { timeout: 10000 };
+
+function breaker(config, clock = new ManualClock()) {
+  return { clock, b: new CoreBreaker(config, { clock }) };
+}
+
+// `n` calls, each acquired then reported as `ok` (true/false) with `ms`.
+function calls(b, n, ok, ms = 1) {
+  for (let i = 0; i < n; i++) {
+    assert.equal(b.tryAcquire(), 0, `call ${i} should be permitted in ${b.state}`);
+    if (ok) b.onSuccess(ms); else b.onError(ms);
+  }
+}
+
+const base = {
+  failureRateThreshold: 50,
+  slidingWindowSize: 10,
+  minimumNumberOfCalls: 10,
+  waitDurationInOpenState: '30s',
+  permittedNumberOfCallsInHalfOpenState: 2,
+};
+
+test('opens at the failure-rate threshold, not below', T, () => {
+  const below = breaker(base).b;
+  calls(below, 6, true);
+  calls(below, 4, false);  // 40 % < 50 %
+  assert.equal(below.state, 'CLOSED');
+  assert.equal(below.metrics().failureRate, 40);
+
+  const at = breaker(base).b;
+  calls(at, 5, true);
+  calls(at, 5, false);  // 50 %: at the threshold opens
+  assert.equal(at.state, 'OPEN');
+  assert.equal(at.metrics().failureRate, 50);
+});
+
+test('minimumNumberOfCalls: no rate before it', T, () => {
+  const { b } = breaker(base);
+  calls(b, 9, false);
+  assert.equal(b.state, 'CLOSED');
+  assert.equal(b.metrics().failureRate, -1);
+  calls(b, 1, false);
+  assert.equal(b.state, 'OPEN');
+});
+
+test('a rejection carries retryAt = open time + waitDurationInOpenState', T, () => {
+  const { b, clock } = breaker(base);
+  calls(b, 10, false);
+  const openedAt = clock.nowMs();
+  assert.equal(b.tryAcquire(), openedAt + 30000);
+  clock.advance(10000);
+  assert.equal(b.tryAcquire(), openedAt + 30000, 'retryAt does not move while OPEN');
+  assert.equal(b.metrics().notPermittedCalls, 2);
+});
+
+test('OPEN waits waitDurationInOpenState, then HALF_OPEN admits only the permitted probes', T, () => {
+  const { b, clock } = breaker(base);
+  calls(b, 10, false);
+  clock.advance(30000);
+  assert.notEqual(b.tryAcquire(), 0, 'still OPEN at the end of the wait (it must be over: after)');
+  clock.advance(1);
+  assert.equal(b.tryAcquire(), 0);
+  assert.equal(b.state, 'HALF_OPEN');
+  assert.equal(b.tryAcquire(), 0);
+  assert.equal(b.tryAcquire(), Infinity, 'a third probe is refused: permitted is 2');
+  assert.equal(b.pendingPermits, 2);
+  b.onSuccess(1);
+  b.onSuccess(1);
+  assert.equal(b.state, 'CLOSED');
+});
+
+test('a failed half-open verdict reopens for another full wait', T, () => {
+  const { b, clock } = breaker(base);
+  calls(b, 10, false);
+  clock.advance(30001);
+  calls(b, 2, false);
+  assert.equal(b.state, 'OPEN');
+  assert.equal(b.tryAcquire(), clock.nowMs() + 30000);
+});
+
+test('configuration changes behaviour: window size, threshold, wait, slow calls', T, () => {
+  // A window of 4 opens after 4 failures where the default of 100 would not.
+  const small = breaker({ slidingWindowSize: 4, minimumNumberOfCalls: 4 }).b;
+  calls(small, 4, false);
+  assert.equal(small.state, 'OPEN');
+  const dflt = breaker({}).b;
+  calls(dflt, 4, false);
+  assert.equal(dflt.state, 'CLOSED');
+
+  // failureRateThreshold 80: 7 failures in 10 stay closed.
+  const lenient = breaker({ ...base, failureRateThreshold: 80 }).b;
+  calls(lenient, 3, true);
+  calls(lenient, 7, false);
+  assert.equal(lenient.state, 'CLOSED');
+
+  // waitDurationInOpenState as a number is milliseconds.
+  const { b, clock } = breaker({ ...base, waitDurationInOpenState: 1500 });
+  calls(b, 10, false);
+  assert.equal(b.tryAcquire(), clock.nowMs() + 1500);
+
+  // Slow calls: 10 successes over 2 s open a breaker whose threshold is 1 s.
+  const slow = breaker({ ...base, slowCallDurationThreshold: '1s', slowCallRateThreshold: 50 }).b;
+  calls(slow, 10, true, 2000);
+  assert.equal(slow.state, 'OPEN');
+  assert.equal(slow.metrics().slowCallRate, 100);
+  const notSlow = breaker({ ...base, slowCallDurationThreshold: '3s', slowCallRateThreshold: 50 }).b;
+  calls(notSlow, 10, true, 2000);
+  assert.equal(notSlow.state, 'CLOSED');
+});
+
+test('automaticTransitionFromOpenToHalfOpenEnabled moves to HALF_OPEN on the clock', T, () => {
+  const { b, clock } = breaker({ ...base, automaticTransitionFromOpenToHalfOpenEnabled: true });
+  calls(b, 10, false);
+  clock.advance(30000);
+  assert.equal(b.state, 'HALF_OPEN', 'without a call');
+  const { b: lazy, clock: c2 } = breaker(base);
+  calls(lazy, 10, false);
+  c2.advance(30000);
+  assert.equal(lazy.state, 'OPEN', 'lazily, on the next call only');
+});
+
+test('operator transitions', T, () => {
+  const { b } = breaker(base);
+  b.transitionToOpen();
+  assert.equal(b.state, 'OPEN');
+  b.transitionToClosed();
+  assert.equal(b.state, 'CLOSED');
+  b.transitionToDisabled();
+  assert.equal(b.state, 'DISABLED');
+  calls(b, 20, false);
+  assert.equal(b.state, 'DISABLED');
+  b.transitionToForcedOpen();
+  assert.equal(b.state, 'FORCED_OPEN');
+  assert.equal(b.tryAcquire(), Infinity);
+  b.reset();
+  assert.equal(b.state, 'CLOSED');
+});
+
+test('outcomes without a permit, and release()', T, () => {
+  const { b } = breaker(base);
+  assert.throws(() => b.onSuccess(1), (e) => e.code === 'ENOPERMIT');
+  assert.equal(b.tryAcquire(), 0);
+  b.release();
+  assert.equal(b.pendingPermits, 0);
+  assert.equal(b.metrics().bufferedCalls, 0, 'a released permit records nothing');
+  // Many permits in flight, then their outcomes (the ring grows).
+  for (let i = 0; i < 100; i++) assert.equal(b.tryAcquire(), 0);
+  for (let i = 0; i < 100; i++) b.onSuccess(1);
+  assert.equal(b.metrics().bufferedCalls, 10);
+});
+
+test('bad options throw, naming the option', T, () => {
+  const cases = [
+    [{ failureRateThreshold: 150 }, RangeError, /resilience4j\.failureRateThreshold .*\(0, 100\], got 150/],
+    [{ failureRateThreshold: 0 }, RangeError, /resilience4j\.failureRateThreshold/],
+    [{ slidingWindowSize: 0 }, RangeError, /resilience4j\.slidingWindowSize/],
+    [{ slidingWindowSize: 'ten' }, TypeError, /resilience4j\.slidingWindowSize: expected/],
+    [{ waitDurationInOpenState: '5 seconds' }, TypeError, /resilience4j\.waitDurationInOpenState: expected a duration/],
+    [{ waitDurationInOpenState: -5 }, TypeError, /resilience4j\.waitDurationInOpenState/],
+    [{ slidingWindowType: 'SOMETIMES' }, TypeError, /resilience4j\.slidingWindowType/],
+    [{ failureRateTreshold: 50 }, TypeError, /unknown property "failureRateTreshold"/],
+    [{ failureRateThreshold: {} }, TypeError, /resilience4j\.failureRateThreshold must be a number/],
+    [{ failureRateThreshold: NaN }, RangeError, /resilience4j\.failureRateThreshold must be finite/],
+    ['fifty', TypeError, /resilience4j must be an object/],
+  ];
+  for (const [config, type, re] of cases) {
+    assert.throws(() => new CoreBreaker(config), (e) => e instanceof type && re.test(e.message),
+                  JSON.stringify(config));
+  }
+  assert.throws(() => new CoreBreaker({}, { clock: {} }), /options\.clock must be a ManualClock/);
+  assert.throws(() => new ManualClock().advance(-1), RangeError);
+});
+
+test('TIME_BASED windows and ISO durations', T, () => {
+  const { b, clock } = breaker({
+    slidingWindowType: 'TIME_BASED', slidingWindowSize: 10, minimumNumberOfCalls: 3,
+    waitDurationInOpenState: 'PT5S',
+  });
+  calls(b, 2, false);
+  clock.advance(11000);  // the first two age out of the 10 s window
+  calls(b, 2, false);
+  assert.equal(b.state, 'CLOSED');
+  calls(b, 1, false);
+  assert.equal(b.state, 'OPEN');
+  assert.equal(b.tryAcquire(), clock.nowMs() + 5000);
+});

@@ -20,6 +20,8 @@ set(max_lines 1000)
 file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE "${FUSEBOX_SOURCE_DIR}"
      "${FUSEBOX_SOURCE_DIR}/*.h" "${FUSEBOX_SOURCE_DIR}/*.cc")
 list(FILTER files EXCLUDE REGEX "^(build[^/]*|\\.git)/")
+# The Node package's dependencies and build tree (bindings/node, docs/node.md).
+list(FILTER files EXCLUDE REGEX "(^|/)node_modules/|^bindings/node/build/")
 list(SORT files)
 
 set(violations)

@@ -24,6 +24,8 @@ file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE "${FUSEBOX_SOURCE_DIR}"
      "${FUSEBOX_SOURCE_DIR}/*")
 list(FILTER files EXCLUDE REGEX "^(build[^/]*|\\.git|node_modules)/")
 list(FILTER files EXCLUDE REGEX "/node_modules/")
+# The Node addon's CMake build tree (bindings/node, docs/node.md).
+list(FILTER files EXCLUDE REGEX "^bindings/node/build/")
 list(FILTER files INCLUDE REGEX
      "(\\.(h|cc|cmake|md|txt|json|yaml|yml|sh|js|ts|py|toml)|Makefile|CMakeLists\\.txt|\\.clang-[a-z]+|/run)$")
 list(SORT files)

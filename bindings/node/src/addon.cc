@@ -17,8 +17,7 @@ Napi::Function ManualClockWrap::Define(Napi::Env env) {
 }
 
 ManualClockWrap::ManualClockWrap(const Napi::CallbackInfo& info)
-    : Napi::ObjectWrap<ManualClockWrap>(info),
-      clock_(std::make_shared<testing::ManualClock>()) {}
+    : Napi::ObjectWrap<ManualClockWrap>(info), clock_(std::make_shared<testing::ManualClock>()) {}
 
 // advance(ms): moves the clock forward, running due timers (an automatic
 // OPEN -> HALF_OPEN). Returns the new time in ms.
@@ -29,8 +28,8 @@ Napi::Value ManualClockWrap::Advance(const Napi::CallbackInfo& info) {
   }
   const double ms = info[0].As<Napi::Number>().DoubleValue();
   if (!std::isfinite(ms) || ms < 0) {
-    throw Napi::RangeError::New(env, "ManualClock.advance(ms): ms must be finite and >= 0, got " +
-                                         std::to_string(ms));
+    throw Napi::RangeError::New(
+        env, "ManualClock.advance(ms): ms must be finite and >= 0, got " + std::to_string(ms));
   }
   clock_->Advance(FromMs(ms));
   return Napi::Number::New(env, ToMs(clock_->Now()));
@@ -70,7 +69,9 @@ std::string ConfigText(Napi::Env env, const Napi::Value& v, const std::string& n
     return v.ToString().Utf8Value();
   }
   throw Napi::TypeError::New(env, name + " must be a number, a string or a boolean, got " +
-                                      (v.IsNull() ? "null" : v.IsObject() ? "an object" : "undefined"));
+                                      (v.IsNull()     ? "null"
+                                       : v.IsObject() ? "an object"
+                                                      : "undefined"));
 }
 
 }  // namespace
@@ -93,7 +94,8 @@ void ReadConfig(Napi::Env env, const Napi::Value& value, std::string_view prefix
       throw Napi::TypeError::New(env, std::string(prefix) + ": " + std::string(s.message()));
     }
     const Status s = SetConfigProperty(config, name, ConfigText(env, v, qualified));
-    if (!s.ok()) throw Napi::TypeError::New(env, std::string(prefix) + "." + std::string(s.message()));
+    if (!s.ok())
+      throw Napi::TypeError::New(env, std::string(prefix) + "." + std::string(s.message()));
   }
   const Status valid = ValidateConfigProperties(config);
   if (!valid.ok()) {

@@ -59,9 +59,7 @@ void ReadConfig(Napi::Env env, const Napi::Value& value, std::string_view prefix
 
 // Milliseconds of `t` on its clock's steady time line (the value
 // CoreBreaker.tryAcquire() and rejections carry as retryAt).
-inline double ToMs(TimePoint t) {
-  return static_cast<double>(t.time_since_epoch().count()) / 1e6;
-}
+inline double ToMs(TimePoint t) { return static_cast<double>(t.time_since_epoch().count()) / 1e6; }
 // A non-negative duration from milliseconds; NaN and negatives are zero.
 inline Duration FromMs(double ms) {
   if (!(ms > 0)) return Duration::zero();

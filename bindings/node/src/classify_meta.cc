@@ -1,11 +1,12 @@
 // bindings/node/src/classify_meta.cc: classifyMeta(), fusebox::meta's
 // classifier over a JS { status, headers, body } (docs/node.md, docs/meta.md).
+#include "classify_meta.h"
+
 #include <cmath>
 #include <string>
 #include <utility>
 
 #include "addon.h"
-#include "classify_meta.h"
 #include "fusebox/meta/classify.h"
 #include "fusebox/meta/response.h"
 
@@ -13,15 +14,16 @@ namespace fusebox::node {
 
 meta::Response ReadMetaResponse(Napi::Env env, const Napi::Value& value, std::string_view where) {
   const std::string w(where);
-  if (!value.IsObject()) throw Napi::TypeError::New(env, w + " must be an object { status, headers, body }");
+  if (!value.IsObject())
+    throw Napi::TypeError::New(env, w + " must be an object { status, headers, body }");
   const Napi::Object o = value.As<Napi::Object>();
   meta::Response r;
   const Napi::Value status = o.Get("status");
   if (!status.IsNumber()) throw Napi::TypeError::New(env, w + ".status must be a number");
   const double s = status.As<Napi::Number>().DoubleValue();
   if (!(s >= 0 && s <= 999) || std::floor(s) != s) {
-    throw Napi::RangeError::New(env, w + ".status must be an integer in [0, 999], got " +
-                                         status.ToString().Utf8Value());
+    throw Napi::RangeError::New(
+        env, w + ".status must be an integer in [0, 999], got " + status.ToString().Utf8Value());
   }
   r.status = static_cast<int>(s);
   const Napi::Value headers = o.Get("headers");
@@ -59,12 +61,14 @@ Napi::Value ClassifyMeta(const Napi::CallbackInfo& info) {
   const meta::Classification c = meta::Classify(r);
   Napi::Object out = Napi::Object::New(env);
   out.Set("class", std::string(meta::KindName(c.kind)));
-  out.Set("retryAfterSeconds", c.retry_after ? Napi::Value(Napi::Number::New(
-                                                   env, static_cast<double>(c.retry_after->count())))
-                                             : Napi::Value(env.Null()));
+  out.Set("retryAfterSeconds",
+          c.retry_after
+              ? Napi::Value(Napi::Number::New(env, static_cast<double>(c.retry_after->count())))
+              : Napi::Value(env.Null()));
   out.Set("reason", c.reason);
-  out.Set("metaCode", c.error.code ? Napi::Value(Napi::Number::New(env, static_cast<double>(*c.error.code)))
-                                   : Napi::Value(env.Null()));
+  out.Set("metaCode", c.error.code
+                          ? Napi::Value(Napi::Number::New(env, static_cast<double>(*c.error.code)))
+                          : Napi::Value(env.Null()));
   out.Set("metaSubcode", c.error.subcode ? Napi::Value(Napi::Number::New(
                                                env, static_cast<double>(*c.error.subcode)))
                                          : Napi::Value(env.Null()));

@@ -108,13 +108,15 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
     if (info[1].IsObject()) {
       const Napi::Value n = info[1].As<Napi::Object>().Get("name");
       if (!n.IsUndefined()) {
-        if (!n.IsString()) throw Napi::TypeError::New(env, "CoreBreaker: options.name must be a string");
+        if (!n.IsString())
+          throw Napi::TypeError::New(env, "CoreBreaker: options.name must be a string");
         name = n.As<Napi::String>().Utf8Value();
       }
     }
     Result<std::unique_ptr<CircuitBreaker>> created =
         CircuitBreaker::Create(std::move(name), std::move(config), *clock.clock);
-    if (!created) throw Napi::RangeError::New(env, "resilience4j: " + std::string(created.error().message()));
+    if (!created)
+      throw Napi::RangeError::New(env, "resilience4j: " + std::string(created.error().message()));
     clock_owner_ = std::move(clock.owner);
     breaker_ = std::move(*created);
   }
@@ -136,15 +138,15 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
       return Napi::Number::New(info.Env(), 0);
     }
     const std::optional<TimePoint> at = permit.error().retry_at();
-    return Napi::Number::New(info.Env(),
-                             at ? ToMs(*at) : std::numeric_limits<double>::infinity());
+    return Napi::Number::New(info.Env(), at ? ToMs(*at) : std::numeric_limits<double>::infinity());
   }
 
   Permit TakePermit(const Napi::CallbackInfo& info, const char* method) {
     std::optional<Permit> p = permits_.Pop();
     if (!p) {
-      Napi::Error e = Napi::Error::New(
-          info.Env(), std::string("CoreBreaker.") + method + ": no pending permit (call tryAcquire() first)");
+      Napi::Error e =
+          Napi::Error::New(info.Env(), std::string("CoreBreaker.") + method +
+                                           ": no pending permit (call tryAcquire() first)");
       e.Set("code", Napi::String::New(info.Env(), "ENOPERMIT"));
       throw e;
     }
@@ -152,8 +154,9 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
   }
 
   static Duration DurationArg(const Napi::CallbackInfo& info) {
-    return info.Length() > 0 && info[0].IsNumber() ? FromMs(info[0].As<Napi::Number>().DoubleValue())
-                                                   : Duration::zero();
+    return info.Length() > 0 && info[0].IsNumber()
+               ? FromMs(info[0].As<Napi::Number>().DoubleValue())
+               : Duration::zero();
   }
 
   Napi::Value OnSuccess(const Napi::CallbackInfo& info) {

@@ -7,6 +7,8 @@
 // never drops it meanwhile) and the permit, or the two provider permits. JS
 // sees only the slot's index. Slots are reused from a free list: a hit
 // allocates nothing once the table is large enough.
+#include "fusebox/registry.h"
+
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -20,7 +22,6 @@
 #include "addon.h"
 #include "classify_meta.h"
 #include "fusebox/meta/provider_call.h"
-#include "fusebox/registry.h"
 
 namespace fusebox::node {
 namespace {
@@ -61,7 +62,8 @@ Napi::Object ProviderErrorObject(Napi::Env env, const meta::ProviderError& e, Cl
   o.Set("code", std::string(meta::ConnCodeName(e.code)));
   o.Set("httpStatus", e.http_status);
   auto opt = [&](const std::optional<std::int64_t>& v) {
-    return v ? Napi::Value(Napi::Number::New(env, static_cast<double>(*v))) : Napi::Value(env.Null());
+    return v ? Napi::Value(Napi::Number::New(env, static_cast<double>(*v)))
+             : Napi::Value(env.Null());
   };
   o.Set("metaCode", opt(e.meta_code));
   o.Set("metaSubcode", opt(e.meta_subcode));
@@ -80,17 +82,17 @@ Napi::Object ProviderErrorObject(Napi::Env env, const meta::ProviderError& e, Cl
 class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "NativeRegistry",
-                       {InstanceMethod<&RegistryWrap::Acquire>("acquire"),
-                        InstanceMethod<&RegistryWrap::Finish>("finish"),
-                        InstanceMethod<&RegistryWrap::ProviderStart>("providerStart"),
-                        InstanceMethod<&RegistryWrap::ProviderFinish>("providerFinish"),
-                        InstanceMethod<&RegistryWrap::StateOf>("stateOf"),
-                        InstanceMethod<&RegistryWrap::MetricsOf>("metricsOf"),
-                        InstanceMethod<&RegistryWrap::Size>("size"),
-                        InstanceMethod<&RegistryWrap::Sweep>("sweep"),
-                        InstanceMethod<&RegistryWrap::Keys>("keys"),
-                        InstanceMethod<&RegistryWrap::NowMs>("nowMs")});
+    return DefineClass(
+        env, "NativeRegistry",
+        {InstanceMethod<&RegistryWrap::Acquire>("acquire"),
+         InstanceMethod<&RegistryWrap::Finish>("finish"),
+         InstanceMethod<&RegistryWrap::ProviderStart>("providerStart"),
+         InstanceMethod<&RegistryWrap::ProviderFinish>("providerFinish"),
+         InstanceMethod<&RegistryWrap::StateOf>("stateOf"),
+         InstanceMethod<&RegistryWrap::MetricsOf>("metricsOf"),
+         InstanceMethod<&RegistryWrap::Size>("size"), InstanceMethod<&RegistryWrap::Sweep>("sweep"),
+         InstanceMethod<&RegistryWrap::Keys>("keys"),
+         InstanceMethod<&RegistryWrap::NowMs>("nowMs")});
   }
 
   // new NativeRegistry({ maxBreakers?, maxBreakersHard?, idleTtlMs?,
@@ -110,10 +112,11 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
         const Napi::Value v = o.Get(name);
         if (v.IsUndefined()) return;
         const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
-        if (!v.IsNumber() || !(d >= min && d <= 1e9) || static_cast<double>(static_cast<std::int64_t>(d)) != d) {
-          throw Napi::RangeError::New(env, std::string("Registry: options.") + name +
-                                               " must be an integer in [" + std::to_string(int(min)) +
-                                               ", 1e9], got " + v.ToString().Utf8Value());
+        if (!v.IsNumber() || !(d >= min && d <= 1e9) ||
+            static_cast<double>(static_cast<std::int64_t>(d)) != d) {
+          throw Napi::RangeError::New(
+              env, std::string("Registry: options.") + name + " must be an integer in [" +
+                       std::to_string(int(min)) + ", 1e9], got " + v.ToString().Utf8Value());
         }
         out = static_cast<std::size_t>(d);
       };
@@ -135,7 +138,8 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
       ReadConfig(env, o.Get("defaults"), "defaults", options.default_config);
     }
     Result<std::unique_ptr<Registry>> created = Registry::Create(std::move(options));
-    if (!created) throw Napi::RangeError::New(env, "Registry: " + std::string(created.error().message()));
+    if (!created)
+      throw Napi::RangeError::New(env, "Registry: " + std::string(created.error().message()));
     clock_owner_ = std::move(clock.owner);
     registry_ = std::move(*created);
   }
@@ -162,7 +166,8 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
       throw Napi::RangeError::New(info.Env(), "NativeRegistry: no such call");
     }
     CallSlot& slot = slots_[static_cast<std::size_t>(d)];
-    if (!slot.breaker && !slot.provider) throw Napi::Error::New(info.Env(), "NativeRegistry: call already finished");
+    if (!slot.breaker && !slot.provider)
+      throw Napi::Error::New(info.Env(), "NativeRegistry: call already finished");
     return slot;
   }
   void FreeSlot(std::uint32_t i) {
@@ -267,7 +272,8 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
     o.Set("failureRate", static_cast<double>(m.failure_rate));
     o.Set("bufferedCalls", m.buffered_calls);
     o.Set("failedCalls", m.failed_calls);
-    o.Set("retryAt", m.retry_at ? Napi::Value(Napi::Number::New(env, ToMs(*m.retry_at))) : env.Null());
+    o.Set("retryAt",
+          m.retry_at ? Napi::Value(Napi::Number::New(env, ToMs(*m.retry_at))) : env.Null());
     return o;
   }
   Napi::Value Size(const Napi::CallbackInfo& info) {
@@ -298,7 +304,8 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
 Napi::Value ProviderCircuitKey(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 3 || !info[0].IsString() || !info[1].IsString() || !info[2].IsString()) {
-    throw Napi::TypeError::New(env, "providerCircuitKey(provider, workload, subject): three strings");
+    throw Napi::TypeError::New(env,
+                               "providerCircuitKey(provider, workload, subject): three strings");
   }
   const std::string workload = info[1].As<Napi::String>().Utf8Value();
   meta::Workload w{};
@@ -311,12 +318,15 @@ Napi::Value ProviderCircuitKey(const Napi::CallbackInfo& info) {
   } else if (workload == "token-refresh") {
     w = meta::Workload::kTokenRefresh;
   } else {
-    throw Napi::RangeError::New(env, "providerCircuitKey: workload must be read, publish, reply or "
-                                     "token-refresh, got \"" + workload + "\"");
+    throw Napi::RangeError::New(env,
+                                "providerCircuitKey: workload must be read, publish, reply or "
+                                "token-refresh, got \"" +
+                                    workload + "\"");
   }
   Result<std::string> key = meta::ProviderCircuitKey(info[0].As<Napi::String>().Utf8Value(), w,
                                                      info[2].As<Napi::String>().Utf8Value());
-  if (!key) throw Napi::RangeError::New(env, "providerCircuitKey: " + std::string(key.error().message()));
+  if (!key)
+    throw Napi::RangeError::New(env, "providerCircuitKey: " + std::string(key.error().message()));
   return Napi::String::New(env, *key);
 }
 
@@ -324,7 +334,8 @@ Napi::Value ProviderCircuitKey(const Napi::CallbackInfo& info) {
 
 void InitRegistry(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeRegistry", RegistryWrap::Define(env));
-  exports.Set("providerCircuitKey", Napi::Function::New<ProviderCircuitKey>(env, "providerCircuitKey"));
+  exports.Set("providerCircuitKey",
+              Napi::Function::New<ProviderCircuitKey>(env, "providerCircuitKey"));
 }
 
 }  // namespace fusebox::node

@@ -2,8 +2,10 @@
 #
 #   make deps    install missing Debian packages (apt-get; sudo if not root)
 #   make build   configure + build the release preset (gcc, -O2, -Werror)
-#   make test    format-check, then release, asan, tsan in turn: configure, build, ctest; stops at
-#                the first failure
+#   make test    format-check, then release, the Node package (test-node), asan, tsan in turn:
+#                configure, build, test; stops at the first failure
+#   make test-node  npm ci in bindings/node (its install script builds the addon with CMake),
+#                then npm test; needs Node.js >= 20 with its headers and npm (docs/node.md)
 #   make tidy    clang-tidy (the repo's .clang-tidy) on the library and modules; warnings fail
 #   make build-debug  configure + build the debug preset (gcc -O0, libstdc++ assertions)
 #   make demo    build release, then `fusebox sim default`, `fusebox compare` (the five presets)
@@ -35,7 +37,7 @@ TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
 CLANG_FORMAT ?= clang-format
 
-.PHONY: deps build build-debug test test-release test-asan test-tsan demo bench format format-check \
+.PHONY: deps build build-debug test test-release test-node test-asan test-tsan demo bench format format-check \
         tidy clean mutation
 
 deps:
@@ -59,6 +61,7 @@ build: deps
 test: deps
 	$(MAKE) --no-print-directory format-check
 	$(MAKE) --no-print-directory test-release
+	$(MAKE) --no-print-directory test-node
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory test-tsan
 
@@ -66,6 +69,19 @@ test-release:
 	cmake --preset release
 	cmake --build --preset release -j $(JOBS)
 	ctest --preset release -j $(JOBS)
+
+# The Node package (bindings/node, docs/node.md). Node.js is not in DEB_PACKAGES: Debian 12's
+# nodejs is 18 (the package needs >= 20) and its npm conflicts with NodeSource's nodejs, which
+# bundles npm and ships the Node-API headers in /usr/include/node. `npm ci` fetches the two
+# pinned packages of package-lock.json from the npm registry and runs the install script (CMake
+# against the local headers, ccache if CMAKE_CXX_COMPILER_LAUNCHER says so).
+test-node:
+	@command -v node >/dev/null && command -v npm >/dev/null \
+	  && node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' \
+	  || { echo "test-node: needs Node.js >= 20 and npm on PATH (NodeSource's nodejs 20 deb," \
+	            "which also ships /usr/include/node); Debian 12's nodejs is 18" >&2; exit 1; }
+	cd bindings/node && FUSEBOX_NODE_JOBS=$(JOBS) npm ci --no-audit --no-fund
+	cd bindings/node && npm test
 
 test-asan:
 	cmake --preset asan

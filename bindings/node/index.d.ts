@@ -1,0 +1,156 @@
+// Types of the fusebox Node package (docs/node.md).
+
+/** Resilience4j's circuit-breaker configuration names (docs/configuration.md).
+ *  Durations: a number of milliseconds, or a string such as "10s", "250ms", "PT5S". */
+export interface Resilience4jConfig {
+  failureRateThreshold?: number;
+  slowCallRateThreshold?: number;
+  slowCallDurationThreshold?: number | string;
+  permittedNumberOfCallsInHalfOpenState?: number;
+  maxWaitDurationInHalfOpenState?: number | string;
+  transitionToStateAfterWaitDuration?: 'OPEN' | 'CLOSED';
+  slidingWindowType?: 'COUNT_BASED' | 'TIME_BASED';
+  slidingWindowSize?: number;
+  minimumNumberOfCalls?: number;
+  waitDurationInOpenState?: number | string;
+  automaticTransitionFromOpenToHalfOpenEnabled?: boolean;
+  // fusebox's own
+  consecutiveFailureThreshold?: number;
+  openDurationJitter?: number;
+  jitterSeed?: number | string;
+  halfOpenPolicy?: 'FAILURE_RATE' | 'ANY_FAILURE_REOPENS' | string;
+  compatibility?: 'DEFAULT' | 'RESILIENCE4J' | string;
+  callTiming?: 'AUTO' | 'PRECISE' | 'COARSE' | string;
+  outcomeOrder?: 'LINEARIZABLE' | 'RELAXED' | string;
+}
+
+export type BreakerState =
+  | 'CLOSED' | 'OPEN' | 'HALF_OPEN' | 'DISABLED' | 'METRICS_ONLY' | 'FORCED_OPEN' | 'FORCED_CLOSED';
+
+/** A clock tests drive by hand (fusebox::testing::ManualClock). Times are in
+ *  milliseconds on a steady time line that starts at 86,400,000,000. */
+export class ManualClock {
+  constructor();
+  /** Moves the clock forward by `ms` (>= 0), running due timers; returns the new time. */
+  advance(ms: number): number;
+  nowMs(): number;
+}
+
+export interface BreakerMetrics {
+  state: BreakerState;
+  /** Percent, or -1 below minimumNumberOfCalls. */
+  failureRate: number;
+  slowCallRate: number;
+  bufferedCalls: number;
+  failedCalls: number;
+  successfulCalls: number;
+  slowCalls: number;
+  slowSuccessfulCalls: number;
+  slowFailedCalls: number;
+  notPermittedCalls: number;
+  /** When OPEN (or an expiring FORCED_OPEN) ends, in the clock's ms; else null. */
+  retryAt: number | null;
+  openAttempts: number;
+  lateOutcomes: number;
+}
+
+export interface ClockOptions {
+  clock?: ManualClock;
+}
+
+/** One fusebox::CircuitBreaker. tryAcquire() then exactly one of onSuccess,
+ *  onError or release per permit; outcomes consume permits oldest first. */
+export class CoreBreaker {
+  constructor(config?: Resilience4jConfig, options?: ClockOptions & { name?: string });
+  /** 0 when permitted; else retryAt in the clock's ms (steady time, see nowMs()),
+   *  or Infinity when unknown (FORCED_OPEN, HALF_OPEN with every probe out). */
+  tryAcquire(): number;
+  onSuccess(durationMs: number): void;
+  onError(durationMs: number): void;
+  /** Gives the oldest permit back without an outcome. */
+  release(): void;
+  readonly state: BreakerState;
+  readonly name: string;
+  readonly pendingPermits: number;
+  metrics(): BreakerMetrics;
+  /** The breaker clock's now, in ms (the time line of retryAt). */
+  nowMs(): number;
+  transitionToOpen(): void;
+  transitionToClosed(): void;
+  transitionToHalfOpen(): void;
+  transitionToDisabled(): void;
+  transitionToForcedOpen(): void;
+  transitionToMetricsOnly(): void;
+  reset(): void;
+}
+
+export interface MetaResponse {
+  status: number;
+  headers?: Record<string, string | number>;
+  body?: string;
+}
+
+export interface MetaClassification {
+  class: 'rate-limit' | 'transient' | 'authorization' | 'invalid';
+  /** Rate limits only: seconds to wait; null otherwise. */
+  retryAfterSeconds: number | null;
+  /** The rule that decided; never text from the body or headers. */
+  reason: string;
+  metaCode: number | null;
+  metaSubcode: number | null;
+}
+
+export function classifyMeta(response: MetaResponse): MetaClassification;
+
+export interface RegistryOptions extends ClockOptions {
+  /** Soft bound (LRU beyond it). Default 5000. */
+  maxBreakers?: number;
+  /** Hard bound; 0 = 4 x maxBreakers. */
+  maxBreakersHard?: number;
+  /** Idle breakers are dropped after this long. Default 15 min. */
+  idleTtlMs?: number;
+  /** Idle sweeps at most this often. Default 1 min. */
+  sweepIntervalMs?: number;
+  /** Configuration of every breaker created. */
+  defaults?: Resilience4jConfig;
+}
+
+export class OpenBreakerError extends Error {
+  readonly code: 'EOPENBREAKER';
+  readonly key: string;
+  /** The clock's ms at which a call may be admitted, or Infinity if unknown. */
+  readonly retryAt: number;
+}
+
+export class Registry {
+  constructor(options?: RegistryOptions);
+  /** Runs action under the breaker of `key`; rejects with OpenBreakerError when refused. */
+  run<T>(key: string, action: () => T | PromiseLike<T>): Promise<T>;
+  state(key: string): BreakerState | undefined;
+  metrics(key: string): Pick<BreakerMetrics, 'state' | 'failureRate' | 'bufferedCalls' | 'failedCalls' | 'retryAt'> | undefined;
+  readonly size: number;
+  keys(): string[];
+  /** Runs an idle sweep now; returns the breakers dropped. */
+  sweep(): number;
+  nowMs(): number;
+}
+
+export type ConnCode = 'CONN_003' | 'CONN_008' | 'CONN_009' | 'CONN_010';
+
+export class ProviderError extends Error {
+  readonly code: ConnCode;
+  /** 0 when no response was received (circuit open). */
+  readonly httpStatus: number;
+  readonly metaCode: number | null;
+  readonly metaSubcode: number | null;
+  readonly retryAfterSeconds: number | null;
+  readonly retryAt: number | null;
+  readonly circuitOpen: boolean;
+}
+
+export function providerCircuitKey(
+  provider: string, workload: 'read' | 'publish' | 'reply' | 'token-refresh', subject: string): string;
+
+/** fusebox::meta::RunProviderCall: `action` under the transient and quota circuits of `key`. */
+export function runProviderCall<T>(
+  registry: Registry, key: string, action: () => T | PromiseLike<T>): Promise<T>;

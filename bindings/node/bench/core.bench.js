@@ -72,6 +72,12 @@ function protoOnlyError(key, retryAt) {
   });
   const rejecting = new Registry();
   for (let i = 0; i < 200; i++) await rejecting.run('down', () => { throw new Error('x'); }).catch(() => {});
+  const premade = new OpenBreakerError('k', 1);
+  await bench('baseline: await Promise.reject(premade error), caught', async (n) => {
+    for (let i = 0; i < n; i++) {
+      try { await Promise.reject(premade); } catch (e) { sink = e; }
+    }
+  });
   await bench('registry.run rejected (OPEN), caught', async (n) => {
     for (let i = 0; i < n; i++) {
       try { await rejecting.run('down', () => 1); } catch (e) { sink = e; }

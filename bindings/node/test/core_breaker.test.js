@@ -191,3 +191,11 @@ test('TIME_BASED windows and ISO durations', T, () => {
   assert.equal(b.state, 'OPEN');
   assert.equal(b.tryAcquire(), clock.nowMs() + 5000);
 });
+
+test('a throwing getter or a Proxy in the options is a JS error, never a crash', T, () => {
+  assert.throws(() => new CoreBreaker({ get failureRateThreshold() { throw new Error('getter'); } }), /getter/);
+  const hostile = new Proxy({}, { ownKeys() { throw new Error('ownKeys'); } });
+  assert.throws(() => new CoreBreaker(hostile), /ownKeys/);
+  assert.throws(() => new CoreBreaker({ slidingWindowSize: 2e9 }), RangeError);
+  assert.throws(() => new CoreBreaker({ slidingWindowSize: 1.5 }), TypeError);
+});

@@ -127,7 +127,7 @@ export class Registry {
   /** Runs action under the breaker of `key`; rejects with OpenBreakerError when refused. */
   run<T>(key: string, action: () => T | PromiseLike<T>): Promise<T>;
   state(key: string): BreakerState | undefined;
-  metrics(key: string): Pick<BreakerMetrics, 'state' | 'failureRate' | 'bufferedCalls' | 'failedCalls' | 'retryAt'> | undefined;
+  metrics(key: string): BreakerMetrics | undefined;
   readonly size: number;
   keys(): string[];
   /** Runs an idle sweep now; returns the breakers dropped. */

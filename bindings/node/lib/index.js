@@ -59,6 +59,27 @@ function isThenable(v) {
   return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof v.then === 'function';
 }
 
+// Runs `action` (sync or async) and returns a promise of its value:
+// `succeeded()` is called when it returns or resolves, `failed(error)` (which
+// must throw) when it throws or rejects, and what `failed` throws rejects.
+function settle(action, succeeded, failed) {
+  let result;
+  try {
+    result = action();
+  } catch (e) {
+    try {
+      failed(e);
+    } catch (thrown) {
+      return Promise.reject(thrown);
+    }
+  }
+  if (!isThenable(result)) {
+    succeeded();
+    return Promise.resolve(result);
+  }
+  return Promise.resolve(result).then((v) => { succeeded(); return v; }, failed);
+}
+
 // Breakers by key (fusebox::Registry): bounded by maxBreakers (LRU) and
 // idleTtlMs, every breaker created from `defaults` (Resilience4j names).
 class Registry {
@@ -82,20 +103,7 @@ class Registry {
       return Promise.reject(e);
     }
     if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot));
-    let result;
-    try {
-      result = action();
-    } catch (e) {
-      nat.finish(slot, 1);
-      return Promise.reject(e);
-    }
-    if (!isThenable(result)) {
-      nat.finish(slot, 0);
-      return Promise.resolve(result);
-    }
-    return Promise.resolve(result).then(
-      (v) => { nat.finish(slot, 0); return v; },
-      (e) => { nat.finish(slot, 1); throw e; });
+    return settle(action, () => nat.finish(slot, 0), (e) => { nat.finish(slot, 1); throw e; });
   }
 
   // 'CLOSED', 'OPEN', ... of the breaker held for `key`, or undefined.
@@ -151,21 +159,7 @@ function runProviderCall(registry, key, action) {
     }
     throw new ProviderError(nat.providerFinish(slot, 1, response), e);
   };
-  let result;
-  try {
-    result = action();
-  } catch (e) {
-    try {
-      failed(e);
-    } catch (thrown) {
-      return Promise.reject(thrown);
-    }
-  }
-  if (!isThenable(result)) {
-    nat.providerFinish(slot, 0);
-    return Promise.resolve(result);
-  }
-  return Promise.resolve(result).then((v) => { nat.providerFinish(slot, 0); return v; }, failed);
+  return settle(action, () => nat.providerFinish(slot, 0), failed);
 }
 
 module.exports = {

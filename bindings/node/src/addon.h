@@ -67,6 +67,10 @@ inline Duration FromMs(double ms) {
   return Duration(static_cast<Duration::rep>(ms * 1e6));
 }
 
+// A breaker's CircuitBreakerMetrics as a JS object (CoreBreaker.metrics(),
+// Registry.metrics(key)): camelCase names, retryAt in clock ms or null.
+Napi::Object MetricsObject(Napi::Env env, const CircuitBreakerMetrics& m);
+
 // The module's exports (ManualClock and the three below).
 Napi::Object Init(Napi::Env env, Napi::Object exports);
 

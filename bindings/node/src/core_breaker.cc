@@ -55,25 +55,6 @@ class PermitRing {
   std::size_t size_ = 0;
 };
 
-Napi::Object MetricsObject(Napi::Env env, const CircuitBreakerMetrics& m) {
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("state", std::string(StateName(m.state)));
-  o.Set("failureRate", static_cast<double>(m.failure_rate));
-  o.Set("slowCallRate", static_cast<double>(m.slow_call_rate));
-  o.Set("bufferedCalls", m.buffered_calls);
-  o.Set("failedCalls", m.failed_calls);
-  o.Set("successfulCalls", m.successful_calls);
-  o.Set("slowCalls", m.slow_calls);
-  o.Set("slowSuccessfulCalls", m.slow_successful_calls);
-  o.Set("slowFailedCalls", m.slow_failed_calls);
-  o.Set("notPermittedCalls", static_cast<double>(m.not_permitted_calls));
-  o.Set("retryAt", m.retry_at ? Napi::Value(Napi::Number::New(env, ToMs(*m.retry_at)))
-                              : Napi::Value(env.Null()));
-  o.Set("openAttempts", m.open_attempts);
-  o.Set("lateOutcomes", static_cast<double>(m.late_outcomes));
-  return o;
-}
-
 class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
  public:
   static Napi::Function Define(Napi::Env env) {

@@ -266,15 +266,7 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
     const Utf8Arg key(env, info[0], "Registry.metrics(key): key");
     const std::shared_ptr<CircuitBreaker> b = registry_->Find(key.view());
     if (!b) return env.Undefined();
-    const CircuitBreakerMetrics m = b->metrics();
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("state", std::string(StateName(m.state)));
-    o.Set("failureRate", static_cast<double>(m.failure_rate));
-    o.Set("bufferedCalls", m.buffered_calls);
-    o.Set("failedCalls", m.failed_calls);
-    o.Set("retryAt",
-          m.retry_at ? Napi::Value(Napi::Number::New(env, ToMs(*m.retry_at))) : env.Null());
-    return o;
+    return MetricsObject(env, b->metrics());
   }
   Napi::Value Size(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), static_cast<double>(registry_->size()));

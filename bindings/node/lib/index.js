@@ -64,8 +64,10 @@ function isThenable(v) {
 // must throw) when it throws or rejects, and what `failed` throws rejects.
 function settle(action, succeeded, failed) {
   let result;
+  let thenable;
   try {
     result = action();
+    thenable = isThenable(result);  // may run a hostile `then` getter
   } catch (e) {
     try {
       failed(e);
@@ -73,7 +75,7 @@ function settle(action, succeeded, failed) {
       return Promise.reject(thrown);
     }
   }
-  if (!isThenable(result)) {
+  if (!thenable) {
     succeeded();
     return Promise.resolve(result);
   }

@@ -112,3 +112,16 @@ test('bad options and arguments throw, naming them', T, async () => {
   assert.equal(await r.run(long, () => 'long keys work'), 'long keys work');
   assert.ok(r.keys().includes(long));
 });
+
+test('a result whose then getter throws is a failure, and the call is finished', T, async () => {
+  const r = new Registry({ defaults, clock: new ManualClock() });
+  const hostile = () => ({ get then() { throw new Error('then getter'); } });
+  for (let i = 0; i < 4; i++) await assert.rejects(r.run('h', hostile), /then getter/);
+  assert.equal(r.state('h'), 'OPEN', 'four failures recorded');
+  // A thenable that never settles keeps its breaker in use (not evicted).
+  const small = new Registry({ maxBreakers: 1, maxBreakersHard: 2, defaults, clock: new ManualClock() });
+  small.run('pending', () => new Promise(() => {}));
+  await small.run('b', () => 1);
+  await small.run('c', () => 1);
+  assert.ok(small.keys().includes('pending'));
+});

@@ -50,6 +50,18 @@ const OPEN_ERROR_PROTO = Object.create(Error.prototype, {
   [OUR_ERROR]: { value: true }
 });
 
+// Node's unhandled-rejection tracking costs about 1 µs for a promise that is
+// rejected while nobody handles it yet (a WeakMap entry added, then removed
+// when the caller's .catch or await attaches). Rejecting one microtask later,
+// after the caller attached its handler, skips that cost; a caller that never
+// handles the promise still gets Node's unhandled-rejection report.
+function rejectLater (error) {
+  let reject;
+  const promise = new Promise((resolve, rej) => { reject = rej; });
+  queueMicrotask(() => reject(error));
+  return promise;
+}
+
 function openBreakerError (retryAt) {
   const error = Object.create(OPEN_ERROR_PROTO);
   error.retryAt = retryAt;
@@ -349,7 +361,7 @@ class CircuitBreaker extends EventEmitter {
     const retryAt = (this._lastTimerAt ?? now) + this.options.resetTimeout;
     const error = openBreakerError(retryAt);
     if (this._listened('reject')) this.emit('reject', error);
-    return this._runFallback(args, error) || Promise.reject(error);
+    return this._runFallback(args, error) || rejectLater(error);
   }
 
   _semaphoreLocked (start, args) {
@@ -360,7 +372,7 @@ class CircuitBreaker extends EventEmitter {
     let settled;
     settleError(this, error, args, now - start, now,
       v => { settled = Promise.resolve(v); },
-      e => { settled = Promise.reject(e); });
+      e => { settled = rejectLater(e); });
     return settled;
   }
 

@@ -5,6 +5,8 @@
 //   closed-async  fire() of a trivial async action in CLOSED
 //   closed-sync   fire() of a sync action (returns a value) in CLOSED
 //   open-reject   fire() in OPEN with no fallback, the rejection caught
+// each twice: `batch` fires 1000 calls then awaits them all (throughput),
+// `seq` awaits every call before the next (one caller, latency).
 // Each case is run REPEATS times alternating the two implementations; the
 // median ns/op of each and their ratio are printed.
 //
@@ -34,10 +36,10 @@ const CASES = {
   }
 };
 
-// Fires in batches of 1000 awaited together, so pending calls stay bounded.
-async function timeCase (make, Impl) {
+// Fires in batches of `width` calls awaited together (1 = sequential).
+async function timeCase (make, Impl, width) {
   const { b, once } = make(Impl);
-  const batch = new Array(1000);
+  const batch = new Array(width);
   const t0 = process.hrtime.bigint();
   for (let done = 0; done < OPS; done += batch.length) {
     for (let i = 0; i < batch.length; i++) batch[i] = once(i);
@@ -55,19 +57,22 @@ function median (xs) {
 
 async function main () {
   console.log(`node ${process.version}, ${OPS} fires per run, median of ${REPEATS} runs`);
-  console.log('case          ours ns/op  opossum ns/op  speed-up');
-  for (const [name, make] of Object.entries(CASES)) {
-    await timeCase(make, CircuitBreaker); // warm up both
-    await timeCase(make, Opossum);
-    const ours = [];
-    const theirs = [];
-    for (let r = 0; r < REPEATS; r++) {
-      ours.push(await timeCase(make, CircuitBreaker));
-      theirs.push(await timeCase(make, Opossum));
+  console.log('case                ours ns/op  opossum ns/op  speed-up');
+  for (const [mode, width] of [['batch', 1000], ['seq', 1]]) {
+    for (const [name, make] of Object.entries(CASES)) {
+      await timeCase(make, CircuitBreaker, width); // warm up both
+      await timeCase(make, Opossum, width);
+      const ours = [];
+      const theirs = [];
+      for (let r = 0; r < REPEATS; r++) {
+        ours.push(await timeCase(make, CircuitBreaker, width));
+        theirs.push(await timeCase(make, Opossum, width));
+      }
+      const a = median(ours);
+      const o = median(theirs);
+      const label = `${name} ${mode}`.padEnd(19);
+      console.log(`${label} ${a.toFixed(0).padStart(10)}  ${o.toFixed(0).padStart(13)}  ${(o / a).toFixed(1).padStart(7)}x`);
     }
-    const a = median(ours);
-    const o = median(theirs);
-    console.log(`${name.padEnd(13)} ${a.toFixed(0).padStart(10)}  ${o.toFixed(0).padStart(13)}  ${(o / a).toFixed(1).padStart(7)}x`);
   }
 }
 

@@ -21,6 +21,35 @@ const COUNTERS = [
   'semaphoreRejections'
 ];
 
+// Latency samples are integer milliseconds, nearly always small: a bucket
+// counts them in a histogram (no allocation per call, no array growing with
+// the call rate) and keeps the rare large, negative (clock stepped back) or
+// fractional ones in a plain array. Opossum's latencyTimes, mean and
+// percentiles are all functions of the multiset of samples, so they come out
+// the same.
+const HISTOGRAM_SLOTS = 1024;
+
+function addSample (b, latency) {
+  if (Number.isInteger(latency) && latency >= 0 && latency < HISTOGRAM_SLOTS) {
+    if (b.histogram === null) b.histogram = new Uint32Array(HISTOGRAM_SLOTS);
+    b.histogram[latency]++;
+    if (latency > b.histogramMax) b.histogramMax = latency;
+  } else {
+    b.otherLatencies.push(latency);
+  }
+}
+
+// Appends a bucket's samples to `out`, histogram values in ascending order.
+function appendSamples (b, out) {
+  const h = b.histogram;
+  if (h !== null) {
+    for (let v = 0; v <= b.histogramMax; v++) {
+      for (let n = h[v]; n > 0; n--) out.push(v);
+    }
+  }
+  for (const t of b.otherLatencies) out.push(t);
+}
+
 // One shape for every bucket so V8 keeps the counter updates monomorphic.
 function newBucket () {
   return {
@@ -35,7 +64,9 @@ function newBucket () {
     coalesceCacheHits: 0,
     coalesceCacheMisses: 0,
     semaphoreRejections: 0,
-    latencyTimes: [],
+    histogram: null, // Uint32Array once a sample arrives
+    histogramMax: -1,
+    otherLatencies: [],
     // undefined until open()/close() marks the bucket, as in Opossum.
     isCircuitBreakerOpen: undefined
   };
@@ -43,7 +74,9 @@ function newBucket () {
 
 function resetBucket (b) {
   for (let i = 0; i < COUNTERS.length; i++) b[COUNTERS[i]] = 0;
-  b.latencyTimes = [];
+  if (b.histogram !== null && b.histogramMax >= 0) b.histogram.fill(0, 0, b.histogramMax + 1);
+  b.histogramMax = -1;
+  if (b.otherLatencies.length) b.otherLatencies = [];
   b.isCircuitBreakerOpen = undefined;
 }
 
@@ -85,7 +118,9 @@ class Status extends EventEmitter {
     for (const key of COUNTERS) {
       if (typeof stats[key] === 'number') b[key] = stats[key];
     }
-    if (Array.isArray(stats.latencyTimes)) b.latencyTimes = stats.latencyTimes.slice();
+    if (Array.isArray(stats.latencyTimes)) {
+      for (const t of stats.latencyTimes) addSample(b, t);
+    }
   }
 
   /**
@@ -141,9 +176,7 @@ class Status extends EventEmitter {
     totals.latencyTimes = [];
     for (const b of this._newestFirst(Date.now())) {
       for (const key of COUNTERS) totals[key] += b[key] || 0;
-      if (this.rollingPercentilesEnabled) {
-        for (const t of b.latencyTimes) totals.latencyTimes.push(t);
-      }
+      if (this.rollingPercentilesEnabled) appendSamples(b, totals.latencyTimes);
     }
     if (this.rollingPercentilesEnabled) {
       const times = totals.latencyTimes.sort((a, b) => a - b);
@@ -163,7 +196,8 @@ class Status extends EventEmitter {
     return this._newestFirst(Date.now()).map(b => {
       const copy = { percentiles: {} };
       for (const key of COUNTERS) copy[key] = b[key];
-      copy.latencyTimes = b.latencyTimes.slice();
+      copy.latencyTimes = [];
+      appendSamples(b, copy.latencyTimes);
       if (b.isCircuitBreakerOpen !== undefined) copy.isCircuitBreakerOpen = b.isCircuitBreakerOpen;
       return copy;
     });
@@ -175,7 +209,7 @@ class Status extends EventEmitter {
     b[property] = (b[property] || 0) + 1;
     if (this.rollingPercentilesEnabled &&
         (property === 'successes' || property === 'failures' || property === 'timeouts')) {
-      b.latencyTimes.push(latencyRunTime || 0);
+      addSample(b, latencyRunTime || 0);
     }
   }
 
@@ -183,7 +217,7 @@ class Status extends EventEmitter {
   countTimed (now, property, latency) {
     const b = this.bucketAt(now);
     b[property]++;
-    if (this.rollingPercentilesEnabled) b.latencyTimes.push(latency || 0);
+    if (this.rollingPercentilesEnabled) addSample(b, latency || 0);
   }
 
   open () { this.bucketAt(Date.now()).isCircuitBreakerOpen = true; }

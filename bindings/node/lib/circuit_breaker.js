@@ -517,6 +517,9 @@ function execute (breaker, context, args, start) {
   return outer;
 }
 
+// require() gives the class itself, as opossum's does; the named and default
+// exports serve destructuring and ES-module/TypeScript default imports.
 module.exports = CircuitBreaker;
 module.exports.CircuitBreaker = CircuitBreaker;
 module.exports.Status = Status;
+module.exports.default = CircuitBreaker;

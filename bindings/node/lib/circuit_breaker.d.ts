@@ -61,7 +61,8 @@ export interface CircuitBreakerState {
   lastTimerAt: number | undefined;
 }
 
-export interface Stats {
+/** The counters of a bucket and of the window's totals. */
+export interface Counters {
   failures: number;
   fallbacks: number;
   successes: number;
@@ -73,23 +74,15 @@ export interface Stats {
   coalesceCacheHits: number;
   coalesceCacheMisses: number;
   semaphoreRejections: number;
+}
+
+export interface Stats extends Counters {
   percentiles: { [percentile: number]: number };
   latencyTimes: number[];
   latencyMean: number;
 }
 
-export interface Bucket {
-  failures: number;
-  fallbacks: number;
-  successes: number;
-  rejects: number;
-  fires: number;
-  timeouts: number;
-  cacheHits: number;
-  cacheMisses: number;
-  coalesceCacheHits: number;
-  coalesceCacheMisses: number;
-  semaphoreRejections: number;
+export interface Bucket extends Counters {
   percentiles: {};
   latencyTimes: number[];
   isCircuitBreakerOpen?: boolean;

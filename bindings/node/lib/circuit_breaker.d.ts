@@ -41,10 +41,23 @@ export interface CircuitBreakerOptions<TI extends unknown[] = unknown[]> {
   status?: Status | Partial<Stats>;
   /** Deprecated in Opossum, ignored (prints a warning). */
   maxFailures?: number;
-  /** Not supported: throws a TypeError. */
-  cache?: false;
-  /** Not supported: throws a TypeError. */
-  coalesce?: false;
+  /** Cache the promise of the first successful call per cacheGetKey(...args). */
+  cache?: boolean;
+  /** Cache expiry in ms; 0 = never. Default 0. */
+  cacheTTL?: number;
+  /** Entries of the default in-memory cache. Default 2^24 - 1. */
+  cacheSize?: number;
+  /** Default: (...args) => JSON.stringify(args). */
+  cacheGetKey?: (...args: TI) => string;
+  /** Replaces the in-memory cache; expiry is given to set() as epoch ms (0 = never). */
+  cacheTransport?: { get(key: string): any; set(key: string, value: any, expiresAt: number): void; flush(): void };
+  /** Calls with the same key while one is in flight share its promise. */
+  coalesce?: boolean;
+  /** Default: timeout. */
+  coalesceTTL?: number | false;
+  coalesceSize?: number;
+  /** Forget the coalesced call on these outcomes; default only its TTL. */
+  coalesceResetOn?: Array<'error' | 'success' | 'timeout'>;
   /** Not supported: throws a TypeError. */
   rotateBucketController?: never;
 }
@@ -156,7 +169,7 @@ export declare class CircuitBreaker<TI extends unknown[] = unknown[], TR = unkno
   enable(): void;
   disable(): void;
   shutdown(): void;
-  /** No cache is supported; a no-op kept for Opossum compatibility. */
+  /** Empties the cache and the coalescing cache. */
   clearCache(): void;
   healthCheck(func: () => Promise<unknown>, interval?: number): void;
   getSignal(): AbortSignal | undefined;
@@ -173,6 +186,7 @@ export declare class CircuitBreaker<TI extends unknown[] = unknown[], TR = unkno
   on(event: 'fallback', listener: (result: unknown, error: any) => void): this;
   on(event: 'semaphoreLocked', listener: (error: BreakerError, latencyMs: number) => void): this;
   on(event: 'healthCheckFailed', listener: (error: any) => void): this;
+  on(event: 'cacheHit' | 'cacheMiss' | 'coalesceCacheHit' | 'coalesceCacheMiss', listener: () => void): this;
   on(event: string | symbol, listener: (...args: any[]) => void): this;
 }
 

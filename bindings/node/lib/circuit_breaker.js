@@ -14,6 +14,7 @@
 const EventEmitter = require('events');
 const { randomUUID } = require('crypto');
 const { Status } = require('./circuit_breaker_status');
+const MemoryCache = require('./memory_cache');
 
 const OUR_ERROR = Symbol('our-error');
 const CLOSED = 0;
@@ -21,7 +22,7 @@ const OPEN = 1;
 const HALF_OPEN = 2;
 const SHUTDOWN = 3;
 
-const UNSUPPORTED = ['cache', 'coalesce', 'rotateBucketController'];
+const UNSUPPORTED = ['rotateBucketController'];
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -117,6 +118,7 @@ function normalizeOptions (input) {
     throw optionError('errorFilter', 'a function', o.errorFilter);
   }
   o.enableSnapshots = o.enableSnapshots !== false;
+  normalizeCacheOptions(o);
   if (o.autoRenewAbortController && !o.abortController) o.abortController = new AbortController();
   if (o.abortController && typeof o.abortController.abort !== 'function') {
     throw new TypeError('AbortController does not contain `abort()` method');
@@ -125,6 +127,35 @@ function normalizeOptions (input) {
     console.error('options.maxFailures is deprecated. Please use options.errorThresholdPercentage');
   }
   return o;
+}
+
+// The `cache` (results of successful calls) and `coalesce` (calls in flight)
+// options, with Opossum's defaults.
+function normalizeCacheOptions (o) {
+  o.cacheTTL = o.cacheTTL ?? 0;
+  o.cacheGetKey = o.cacheGetKey ?? ((...args) => JSON.stringify(args));
+  if (typeof o.cacheGetKey !== 'function') throw optionError('cacheGetKey', 'a function', o.cacheGetKey);
+  if (o.cache) {
+    if (o.cacheTransport === undefined) {
+      o.cacheTransport = new MemoryCache(o.cacheSize);
+    } else if (typeof o.cacheTransport !== 'object' || o.cacheTransport === null ||
+        !o.cacheTransport.get || !o.cacheTransport.set || !o.cacheTransport.flush) {
+      throw new TypeError('options.cacheTransport should be an object with `get`, `set` and `flush` methods');
+    }
+  }
+  o.coalesce = !!o.coalesce;
+  o.coalesceTTL = o.coalesceTTL ?? o.timeout;
+  o.coalesceResetOn = Array.isArray(o.coalesceResetOn)
+    ? o.coalesceResetOn.filter(e => ['error', 'success', 'timeout'].includes(e))
+    : [];
+  if (o.coalesce) o.coalesceCache = new MemoryCache(o.coalesceSize);
+}
+
+// Forgets a coalesced call when `event` is one of coalesceResetOn; with no
+// event (a semaphore rejection) always.
+function resetCoalesce (breaker, key, event) {
+  const o = breaker.options;
+  if (o.coalesceCache && (!event || o.coalesceResetOn.includes(event))) o.coalesceCache.delete(key);
 }
 
 // ---------------------------------------------------------------------------
@@ -311,10 +342,13 @@ class CircuitBreaker extends EventEmitter {
     clearInterval(this._timerAnchor);
     this._status.shutdown();
     this._state = SHUTDOWN;
+    this.clearCache();
   }
 
-  /** Opossum's clearCache(); there is no cache here (option `cache` is refused). */
-  clearCache () {}
+  clearCache () {
+    if (this.options.cache) this.options.cacheTransport.flush();
+    if (this.options.coalesceCache) this.options.coalesceCache.flush();
+  }
 
   fallback (func) {
     this._fallback = func instanceof CircuitBreaker ? (...args) => func.fire(...args) : func;
@@ -362,11 +396,53 @@ class CircuitBreaker extends EventEmitter {
     this._status.bucketAt(start).fires++; // rejects count as fires, as in Opossum
     if (this._listened('fire')) this.emit('fire', args);
     if (!this._enabled) return runUnprotected(this, context, args);
+    const o = this.options;
+    if (o.cache || o.coalesce) return this._runCached(context, args, start);
     if (this._state !== CLOSED && !this._pendingClose) return this._reject(start, args);
     this._pendingClose = false;
-    if (this.semaphore.count < 1) return this._semaphoreLocked(start, args);
+    if (this.semaphore.count < 1) return this._semaphoreLocked(start, args, '');
     this.semaphore.count--;
-    return execute(this, context, args, start);
+    return execute(this, context, args, start, '');
+  }
+
+  // _run with the cache and coalescing options, in Opossum's order: the cache,
+  // then a coalesced call in flight, then the state.
+  _runCached (context, args, start) {
+    const o = this.options;
+    const key = o.cacheGetKey.apply(this, args);
+    if (o.cache) {
+      const cached = o.cacheTransport.get(key);
+      if (cached) return this._cacheHit('cacheHits', 'cacheHit', cached);
+      this._count('cacheMisses', 'cacheMiss');
+    }
+    if (o.coalesce) {
+      const inFlight = o.coalesceCache.get(key);
+      if (inFlight) return this._cacheHit('coalesceCacheHits', 'coalesceCacheHit', inFlight);
+      this._count('coalesceCacheMisses', 'coalesceCacheMiss');
+    }
+    if (this._state !== CLOSED && !this._pendingClose) return this._reject(start, args);
+    this._pendingClose = false;
+    let call;
+    if (this.semaphore.count < 1) {
+      call = this._semaphoreLocked(start, args, key);
+    } else {
+      this.semaphore.count--;
+      call = execute(this, context, args, start, key);
+    }
+    if (o.coalesce) {
+      o.coalesceCache.set(key, call, o.coalesceTTL > 0 ? Date.now() + o.coalesceTTL : 0);
+    }
+    return call;
+  }
+
+  _cacheHit (counter, event, value) {
+    this._count(counter, event);
+    return value;
+  }
+
+  _count (counter, event) {
+    this._status.bucketAt(Date.now())[counter]++;
+    if (this._listened(event)) this.emit(event);
   }
 
   _reject (now, args) {
@@ -377,7 +453,7 @@ class CircuitBreaker extends EventEmitter {
     return this._runFallback(args, error) || rejectLater(error);
   }
 
-  _semaphoreLocked (start, args) {
+  _semaphoreLocked (start, args, key) {
     const now = Date.now();
     const error = buildError('Semaphore locked', 'ESEMLOCKED');
     this._status.bucketAt(now).semaphoreRejections++;
@@ -386,6 +462,7 @@ class CircuitBreaker extends EventEmitter {
     settleError(this, error, args, now - start, now,
       v => { settled = Promise.resolve(v); },
       e => { settled = rejectLater(e); });
+    resetCoalesce(this, key);
     return settled;
   }
 
@@ -467,7 +544,7 @@ function settleError (breaker, error, args, latency, now, resolve, reject) {
 }
 
 // One admitted call: the action, its timeout and the semaphore slot it holds.
-function execute (breaker, context, args, start) {
+function execute (breaker, context, args, start, key) {
   let resolve, reject;
   const outer = new Promise((res, rej) => { resolve = res; reject = rej; });
   let done = false; // set by the timeout or the outcome, whichever comes first
@@ -481,6 +558,7 @@ function execute (breaker, context, args, start) {
       breaker.semaphore.count++;
       breaker._timedOut(error, now - start, args, now);
       settleError(breaker, error, args, now - start, now, resolve, reject);
+      resetCoalesce(breaker, key, 'timeout');
       const controller = breaker.options.abortController;
       if (controller) controller.abort();
     }, breaker._timeout);
@@ -491,8 +569,11 @@ function execute (breaker, context, args, start) {
     if (timer !== null) clearTimeout(timer);
     const now = Date.now();
     breaker._succeed(result, now - start, now);
+    resetCoalesce(breaker, key, 'success');
     breaker.semaphore.count++;
     resolve(result);
+    const o = breaker.options;
+    if (o.cache) o.cacheTransport.set(key, promise, o.cacheTTL > 0 ? Date.now() + o.cacheTTL : 0);
   };
   const onFailure = error => {
     if (done) return;
@@ -501,8 +582,10 @@ function execute (breaker, context, args, start) {
     breaker.semaphore.count++;
     const now = Date.now();
     settleError(breaker, error, args, now - start, now, resolve, reject);
+    resetCoalesce(breaker, key, 'error');
   };
   let result;
+  let promise;
   try {
     result = breaker.action.apply(context, args);
   } catch (error) {
@@ -512,7 +595,7 @@ function execute (breaker, context, args, start) {
   // Opossum chains .then(ok).catch(err): a rejection is seen one microtask
   // after a resolution would be. We keep that order (it decides which of two
   // calls settling together is counted first) by deferring the failure once.
-  const promise = isThenable(result) ? result : Promise.resolve(result);
+  promise = isThenable(result) ? result : Promise.resolve(result);
   promise.then(onSuccess, error => queueMicrotask(() => onFailure(error)));
   return outer;
 }

@@ -103,13 +103,25 @@ test('options are validated and the message names the option', () => {
   assert.throws(() => new CircuitBreaker(undefined), /No action provided/);
 });
 
-test('unsupported Opossum options are refused by name, never ignored', () => {
-  for (const [name, value] of [['cache', true], ['coalesce', true], ['rotateBucketController', new (require('events'))()]]) {
-    assert.throws(() => new CircuitBreaker(failing, { [name]: value }),
-      { name: 'TypeError', message: new RegExp(`^option ${name} is not supported`) });
-  }
-  // Falsy cache/coalesce are Opossum's defaults and accepted.
-  new CircuitBreaker(failing, { cache: false, coalesce: false }).shutdown();
+test('the unsupported rotateBucketController is refused by name, never ignored', () => {
+  assert.throws(() => new CircuitBreaker(failing, { rotateBucketController: new (require('events'))() }),
+    { name: 'TypeError', message: /^option rotateBucketController is not supported/ });
+});
+
+test('a cacheTransport without get/set/flush is refused, a custom one is used', async () => {
+  assert.throws(() => new CircuitBreaker(failing, { cache: true, cacheTransport: { get () {} } }),
+    { name: 'TypeError', message: /cacheTransport should be an object with `get`, `set` and `flush`/ });
+  const store = new Map();
+  const transport = { get: k => store.get(k), set: (k, v) => store.set(k, v), flush: () => store.clear() };
+  let calls = 0;
+  const b = new CircuitBreaker(async x => { calls++; return x; }, { cache: true, cacheTransport: transport });
+  assert.strictEqual(await b.fire(1), 1);
+  assert.strictEqual(await b.fire(1), 1);
+  assert.strictEqual(calls, 1);
+  assert.deepStrictEqual([...store.keys()], ['[1]']);
+  b.clearCache();
+  assert.strictEqual(store.size, 0);
+  b.shutdown();
 });
 
 test('a sync action returning undefined is a success (Opossum counts a TypeError failure)', async () => {

@@ -222,6 +222,30 @@ test('two calls settling in the same tick are counted in Opossum\'s order', asyn
   });
 });
 
+test('cache: hits, misses, TTL expiry, size eviction, clearCache on shutdown', async () => {
+  await same({
+    options: { ...base, cache: true, cacheTTL: 100, cacheSize: 2 },
+    steps: [ok(1), ok(1), ok(2), fail(), ok(1), tick(100), ok(1), ok(3), ok(2), ok(1), { fire: ['slow', 50, 9] }, { fire: ['slow', 50, 9] }, tick(50), { fire: ['slow', 50, 9] }]
+  });
+});
+
+test('cache: a custom cacheGetKey and an open breaker still answer hits', async () => {
+  await same({
+    options: () => ({ ...base, cache: true, cacheGetKey: kind => kind }),
+    steps: [ok(1), { method: 'open' }, ok(2), fail()]
+  });
+});
+
+for (const coalesceResetOn of [undefined, ['error'], ['success', 'timeout']]) {
+  test(`coalesce (reset on ${coalesceResetOn}): calls in flight share one promise`, async () => {
+    await same({
+      options: { timeout: 100, enableSnapshots: false, errorThresholdPercentage: 100, coalesce: true, coalesceTTL: 300, coalesceResetOn, capacity: 2 },
+      steps: [{ fire: ['slow', 50, 1] }, { fire: ['slow', 50, 1] }, tick(50), { fire: ['slow', 50, 1] },
+        { fire: ['slow', 150, 2] }, { fire: ['slow', 150, 3] }, tick(100), { fire: ['slow', 150, 2] }, fail('EC'), fail('EC'), tick(300), { fire: ['slow', 50, 1] }]
+    });
+  });
+}
+
 test('200 random scenarios match Opossum event for event', async () => {
   for (let seed = 1; seed <= 200; seed++) {
     const scenario = randomScenario(seed);

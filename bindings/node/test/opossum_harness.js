@@ -10,7 +10,8 @@
 const { mock } = require('node:test');
 
 const EVENTS = ['fire', 'success', 'failure', 'timeout', 'reject', 'open', 'halfOpen',
-  'close', 'fallback', 'semaphoreLocked', 'shutdown'];
+  'close', 'fallback', 'semaphoreLocked', 'shutdown', 'cacheHit', 'cacheMiss', 'coalesceCacheHit',
+  'coalesceCacheMiss'];
 
 // What of an event argument is comparable across the two implementations.
 function summarize (value) {
@@ -170,6 +171,10 @@ function randomScenario (seed) {
   if (rand() < 0.2) options.allowWarmUp = true;
   if (rand() < 0.25) options.errorFilter = err => err.code === 'EFILTERED';
   if (rand() < 0.2) options.rollingPercentilesEnabled = false;
+  if (rand() < 0.15) Object.assign(options, { cache: true, cacheTTL: pick(rand, [0, 200]) });
+  if (rand() < 0.15) {
+    Object.assign(options, { coalesce: true, coalesceResetOn: pick(rand, [[], ['error', 'timeout'], ['success']]) });
+  }
   const fallback = rand() < 0.3 ? pick(rand, ['value', 'throw', 'reject']) : null;
   const steps = [];
   const n = 10 + Math.floor(rand() * 40);

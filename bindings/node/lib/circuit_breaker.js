@@ -196,11 +196,12 @@ class CircuitBreaker extends EventEmitter {
     this._timerAnchor = this._anchorTimeoutList();
     this._lastTimerAt = undefined;
     this._status = this._makeStatus(o);
-    this._restore(o.state);
+    if (o.state && o.state.warmUp) this._warmingUp = true;
     if (this._warmingUp) {
       this._warmUpTimer = setTimeout(() => { this._warmingUp = false; }, o.rollingCountTimeout);
       this._warmUpTimer.unref();
     }
+    this._restore(o.state); // last: a restored shutdown clears the timers above
   }
 
   // Node keeps one list of timers per duration and tears it down (and
@@ -223,7 +224,6 @@ class CircuitBreaker extends EventEmitter {
   _restore (state) {
     if (!state) return;
     this._enabled = state.enabled !== false;
-    this._warmingUp = state.warmUp || this._warmingUp;
     const closed = state.closed !== false;
     const halfOpen = state.halfOpen || false;
     if (state.shutdown) {

@@ -224,3 +224,18 @@ test('no listener, no emit: a breaker with no listeners still counts everything'
   assert.ok(b.opened);
   b.shutdown();
 });
+
+test('fire runs the action with this = the action, call with the given context', async () => {
+  function action () { return Promise.resolve(this); }
+  const b = new CircuitBreaker(action, { timeout: false });
+  assert.strictEqual(await b.fire(), action);
+  const ctx = { name: 'ctx' };
+  assert.strictEqual(await b.call(ctx), ctx);
+  b.shutdown();
+});
+
+test('a non-function action resolves to itself, as in Opossum', async () => {
+  const b = new CircuitBreaker({ answer: 42 }, { timeout: false });
+  assert.deepStrictEqual(await b.fire(), { answer: 42 });
+  b.shutdown();
+});

@@ -246,7 +246,7 @@ for (const coalesceResetOn of [undefined, ['error'], ['success', 'timeout']]) {
   });
 }
 
-test('200 random scenarios match Opossum event for event', async () => {
+test('200 random scenarios match Opossum event for event', { timeout: 120000 }, async () => {
   for (let seed = 1; seed <= 200; seed++) {
     const scenario = randomScenario(seed);
     const ours = await run(CircuitBreaker, scenario);

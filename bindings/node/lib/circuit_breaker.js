@@ -65,6 +65,7 @@ function rejectLater (error) {
 
 function openBreakerError (retryAt) {
   const error = Object.create(OPEN_ERROR_PROTO);
+  error.code = 'EOPENBREAKER'; // own and enumerable, as on Opossum's error (JSON, loggers)
   error.retryAt = retryAt;
   return error;
 }

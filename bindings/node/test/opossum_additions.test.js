@@ -61,8 +61,11 @@ test('a rejection captures no stack trace but still prints as an Error', async (
   // The stack is a fixed line, not frames of the caller.
   assert.ok(!err.stack.includes('at '), err.stack);
   assert.match(err.stack, /^Error: Breaker is open/);
-  assert.ok(Object.prototype.toString.call(err) === '[object Error]' || err instanceof Error);
+  assert.ok(err instanceof Error);
   assert.strictEqual(String(err), 'Error: Breaker is open');
+  // Serialized like Opossum's (own enumerable code), plus retryAt.
+  assert.deepStrictEqual(Object.keys(err), ['code', 'retryAt']);
+  assert.match(require('node:util').inspect(err), /^\[Error: Breaker is open/);
   // Errors from the action are not ours.
   assert.strictEqual(CircuitBreaker.isOurError(new Error('x')), false);
   assert.strictEqual(CircuitBreaker.isOurError(undefined), false);

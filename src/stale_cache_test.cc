@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <cstddef>
 #include <future>
 #include <latch>
@@ -108,6 +109,32 @@ TEST(SnapshotKey, IgnoresParameterOrderAndSeparatesPages) {
   // Length prefixes keep field boundaries apart.
   EXPECT_NE(SnapshotKey("k", {{"ab", "c"}}), SnapshotKey("k", {{"a", "bc"}}));
   EXPECT_EQ(SnapshotKey("k", {}), SnapshotKey("k", {}));
+}
+
+// The vectors the Node binding checks too (src/testdata/snapshot_keys.txt): a
+// change of the hash, the sort or the prefix format splits the two languages'
+// snapshots in a shared store, and fails here first.
+TEST(SnapshotKey, MatchesTheSharedVectors) {
+  std::ifstream in(FUSEBOX_CORE_TESTDATA "/snapshot_keys.txt");
+  ASSERT_TRUE(in) << "cannot open snapshot_keys.txt";
+  int cases = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> fields;
+    for (std::size_t start = 0;;) {
+      const std::size_t tab = line.find('\t', start);
+      fields.push_back(line.substr(start, tab - start));
+      if (tab == std::string::npos) break;
+      start = tab + 1;
+    }
+    ASSERT_GE(fields.size(), 2u) << line;
+    ASSERT_EQ(fields.size() % 2, 0u) << "a parameter without a value: " << line;
+    std::vector<std::pair<std::string, std::string>> params;
+    for (std::size_t i = 2; i < fields.size(); i += 2) params.emplace_back(fields[i], fields[i + 1]);
+    EXPECT_EQ(SnapshotKey(fields[1], params), fields[0]) << line;
+    ++cases;
+  }
+  EXPECT_GE(cases, 10);
 }
 
 // --- StaleIfErrorReader -------------------------------------------------------

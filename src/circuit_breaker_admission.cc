@@ -20,8 +20,20 @@ std::optional<TimePoint> EndOf(Duration::rep d) {
 
 }  // namespace
 
-Result<Permit> CircuitBreaker::TryAcquireGeneral(std::uint64_t word) noexcept {
+namespace {
+
+// What TryAcquireGeneral returns where it would have asked the store but may
+// not: never seen by a caller (TryAcquireWithoutBlocking() returns nullopt).
+Status WouldBlock(bool* would_block) noexcept {
+  *would_block = true;
+  return Status::Rejected(StatusCode::kUnavailable, "would_block");
+}
+
+}  // namespace
+
+Result<Permit> CircuitBreaker::TryAcquireGeneral(std::uint64_t word, bool* would_block) noexcept {
   if (word & internal::kSharedStaleBit) [[unlikely]] {
+    if (would_block != nullptr) return WouldBlock(would_block);
     core_->SyncShared();
     word = word_.load(std::memory_order_acquire);
     if (StateOf(word) == State::kClosed) return Permit(this, EpochOf(word), false);
@@ -39,7 +51,10 @@ Result<Permit> CircuitBreaker::TryAcquireGeneral(std::uint64_t word) noexcept {
         return RejectOpen(word, deadline);
       // The wait is over: move to HALF_OPEN under the lock, or with a shared
       // state once the fleet's lease is ours.
-      if (core_->shared) return AcquireSharedProbe(word);
+      if (core_->shared) {
+        if (would_block != nullptr) return WouldBlock(would_block);
+        return AcquireSharedProbe(word);
+      }
       break;
     }
     case State::kForcedOpen:

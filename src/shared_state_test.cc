@@ -265,6 +265,73 @@ TEST_F(SharedStateTest, TryRejectNeverAsksTheStore) {
   EXPECT_EQ(a->state(), State::kOpen);
 }
 
+// The event loop's admission: every decision TryAcquire() makes from memory,
+// and nullopt, with nothing changed or counted, where TryAcquire() would ask
+// the store; the caller then asks on a thread that may block.
+TEST_F(SharedStateTest, TryAcquireWithoutBlockingLeavesEveryStoreCallToTryAcquire) {
+  auto a = Instance();
+  Trip(*a);
+  auto late = Instance();  // Not read yet: TryAcquire() would read first.
+  const auto before = fleet_->counters();
+  EXPECT_EQ(late->TryAcquireWithoutBlocking(), std::nullopt);
+  EXPECT_EQ(fleet_->counters().reads, before.reads);
+  EXPECT_EQ(late->state(), State::kClosed);
+  EXPECT_EQ(late->metrics().not_permitted_calls, 0);
+
+  // Read once (the blocking call): from then on it decides by itself.
+  EXPECT_FALSE(late->TryAcquire().has_value());
+  const std::optional<Result<Permit>> rejected = late->TryAcquireWithoutBlocking();
+  ASSERT_TRUE(rejected.has_value());
+  ASSERT_FALSE(rejected->has_value());
+  EXPECT_EQ(rejected->error().code(), StatusCode::kCircuitOpen);
+  EXPECT_EQ(rejected->error().retry_at(), clock_.Now() + seconds(30));
+  EXPECT_EQ(late->metrics().not_permitted_calls, 2);
+  EXPECT_EQ(fleet_->counters().reads, before.reads + 1);
+
+  // The wait is over: the call that ends OPEN asks for the fleet's lease.
+  clock_.Advance(seconds(30) + std::chrono::nanoseconds(1));
+  EXPECT_EQ(a->TryAcquireWithoutBlocking(), std::nullopt);
+  EXPECT_EQ(a->state(), State::kOpen);
+  EXPECT_EQ(fleet_->counters().probes_granted, before.probes_granted);
+  Result<Permit> probe = a->TryAcquire();
+  ASSERT_TRUE(probe.has_value());
+  EXPECT_EQ(fleet_->counters().probes_granted, before.probes_granted + 1);
+  // HALF_OPEN with its one probe out: decided from memory again.
+  const std::optional<Result<Permit>> full = a->TryAcquireWithoutBlocking();
+  ASSERT_TRUE(full.has_value());
+  EXPECT_FALSE(full->has_value());
+  probe->Success(milliseconds(1));
+  EXPECT_EQ(a->state(), State::kClosed);
+  const std::optional<Result<Permit>> closed = a->TryAcquireWithoutBlocking();
+  ASSERT_TRUE(closed.has_value());
+  EXPECT_TRUE(closed->has_value());
+}
+
+TEST(CircuitBreakerWithoutSharedState, TryAcquireWithoutBlockingIsTryAcquire) {
+  ManualClock clock;
+  CircuitBreakerConfig c;
+  c.sliding_window_size = 2;
+  c.minimum_number_of_calls = 2;
+  c.permitted_number_of_calls_in_half_open_state = 1;
+  c.wait_duration_in_open_state = seconds(5);
+  auto cb = *CircuitBreaker::Create("local", c, clock);
+  for (int i = 0; i < 2; ++i) {
+    std::optional<Result<Permit>> p = cb->TryAcquireWithoutBlocking();
+    ASSERT_TRUE(p.has_value() && p->has_value());
+    (*p)->Failure(milliseconds(1));
+  }
+  ASSERT_EQ(cb->state(), State::kOpen);
+  std::optional<Result<Permit>> open = cb->TryAcquireWithoutBlocking();
+  ASSERT_TRUE(open.has_value());
+  EXPECT_EQ(open->error().reason(), "open");
+  clock.Advance(seconds(5) + std::chrono::nanoseconds(1));
+  // Without a store, the call that ends OPEN is decided here: the probe.
+  std::optional<Result<Permit>> probe = cb->TryAcquireWithoutBlocking();
+  ASSERT_TRUE(probe.has_value());
+  ASSERT_TRUE(probe->has_value());
+  EXPECT_EQ(cb->state(), State::kHalfOpen);
+}
+
 TEST_F(SharedStateTest, AClosedCircuitCostsOneReadThenNone) {
   auto a = Instance();
   for (int i = 0; i < 1000; ++i) {

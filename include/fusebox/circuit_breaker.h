@@ -548,6 +548,15 @@ class CircuitBreaker {
   // thread and hand everything else to a worker.
   std::optional<Status> TryReject() noexcept;
 
+  // TryAcquire() for a thread that must never wait for the shared state (an
+  // event loop: the Node binding's): the same decision, recorded the same
+  // way, except that where TryAcquire() would ask the store — a view to
+  // re-read, or the call that ends OPEN and asks for the fleet's probe lease
+  // — it changes nothing and returns nullopt, and the caller makes that call
+  // with TryAcquire() on a thread that may block. Without a shared state it
+  // never returns nullopt. In CLOSED it costs what TryAcquire() costs.
+  std::optional<Result<Permit>> TryAcquireWithoutBlocking() noexcept;
+
   // Runs `fn` under a permit, times it, records its outcome and returns what
   // it returned: a Result<R> for a value R, the Status or Result<U> it returned
   // itself (non-OK counts as a failure), or a Status for void. Rejections come
@@ -648,7 +657,9 @@ class CircuitBreaker {
   // The general paths (out of line) behind the inline fast paths below: every
   // state but a clean CLOSED for admission, and every outcome that needs the
   // lock for recording. "General", not "slow": a slow call is the domain's.
-  Result<Permit> TryAcquireGeneral(std::uint64_t word) noexcept;
+  // With `would_block` set, a path that would ask the store sets it instead
+  // and returns an error that means nothing (TryAcquireWithoutBlocking()).
+  Result<Permit> TryAcquireGeneral(std::uint64_t word, bool* would_block = nullptr) noexcept;
   Result<Permit> AcquireSharedProbe(std::uint64_t word) noexcept;
   Status RejectOpen(std::uint64_t word, Duration::rep deadline) noexcept;
   void RecordSuccess(std::uint32_t epoch, bool half_open_slot, Duration d) noexcept;
@@ -725,6 +736,17 @@ inline Result<Permit> CircuitBreaker::TryAcquire() noexcept {
     return Permit(this, EpochOf(word), /*half_open_slot=*/false);
   }
   return TryAcquireGeneral(word);
+}
+
+inline std::optional<Result<Permit>> CircuitBreaker::TryAcquireWithoutBlocking() noexcept {
+  const std::uint64_t word = word_.load(std::memory_order_acquire);
+  if ((word & (internal::kStateMask | internal::kSharedStaleBit)) == 0) [[likely]] {
+    return Permit(this, EpochOf(word), /*half_open_slot=*/false);
+  }
+  bool would_block = false;
+  Result<Permit> r = TryAcquireGeneral(word, &would_block);
+  if (would_block) return std::nullopt;
+  return r;
 }
 
 inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_slot,

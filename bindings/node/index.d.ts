@@ -154,3 +154,57 @@ export function providerCircuitKey(
 /** fusebox::meta::RunProviderCall: `action` under the transient and quota circuits of `key`. */
 export function runProviderCall<T>(
   registry: Registry, key: string, action: () => T | PromiseLike<T>): Promise<T>;
+
+// The Opossum 10-compatible breaker (lib/circuit_breaker.js, docs/node.md).
+export {
+  CircuitBreaker, CircuitBreakerOptions, OpenBreakerError as CircuitOpenError, Stats, Status,
+} from './lib/circuit_breaker';
+
+// Stale-if-error reads for promises (lib/stale_reader.js, docs/stale_cache.md).
+export interface Snapshot<T = unknown> { value: T; ageMs: number; }
+export interface SnapshotStore<T = unknown> {
+  get(key: string): Snapshot<T> | undefined | Promise<Snapshot<T> | undefined>;
+  put(key: string, value: T): void | Promise<void>;
+}
+export interface ClockLike { now(): number; }
+export interface MemorySnapshotStoreOptions {
+  maxEntries?: number;
+  maxBytes?: number;
+  sizeOf?: (value: unknown) => number;
+  clock?: ClockLike;
+}
+export class MemorySnapshotStore<T = unknown> implements SnapshotStore<T> {
+  constructor(options?: MemorySnapshotStoreOptions);
+  get(key: string): Snapshot<T> | undefined;
+  put(key: string, value: T): void;
+  erase(key: string): void;
+  readonly size: number;
+  readonly bytes: number;
+}
+export interface StaleIfErrorReaderOptions<T = unknown> {
+  store?: SnapshotStore<T>;
+  freshForMs?: number;
+  maxStaleAgeMs?: number;
+  mayServeStale?: (error: unknown) => boolean;
+  clock?: ClockLike;
+}
+export interface CachedRead<T> {
+  value: T;
+  stale: boolean;
+  ageMs: number;
+  source: 'fresh_snapshot' | 'call' | 'stale_snapshot';
+  hiddenError?: unknown;
+  storeError?: unknown;
+}
+export class StaleIfErrorReader<T = unknown> {
+  constructor(options?: StaleIfErrorReaderOptions<T>);
+  read(key: string, fetch: () => Promise<T> | T, options?: { kind?: 'read' | 'write' }): Promise<CachedRead<T>>;
+  readonly store: SnapshotStore<T>;
+  readonly inFlight: number;
+}
+export class SingleFlight<T = unknown> {
+  do(key: string, fn: () => Promise<T> | T): Promise<T>;
+  readonly inFlight: number;
+}
+export function snapshotKey(base: string, params?: Record<string, string> | Array<[string, string]>): string;
+export function defaultMayServeStale(error: unknown): boolean;

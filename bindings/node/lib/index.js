@@ -164,7 +164,18 @@ function runProviderCall(registry, key, action) {
   return settle(action, () => nat.providerFinish(slot, 0), failed);
 }
 
+const CircuitBreaker = require('./circuit_breaker.js');
+const {
+  snapshotKey, SingleFlight, MemorySnapshotStore, StaleIfErrorReader, defaultMayServeStale,
+} = require('./stale_reader.js');
+
 module.exports = {
+  CircuitBreaker,
+  snapshotKey,
+  SingleFlight,
+  MemorySnapshotStore,
+  StaleIfErrorReader,
+  defaultMayServeStale,
   CoreBreaker,
   ManualClock,
   Registry,

@@ -4,8 +4,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <cstddef>
+#include <fstream>
 #include <future>
 #include <latch>
 #include <memory>
@@ -130,7 +130,8 @@ TEST(SnapshotKey, MatchesTheSharedVectors) {
     ASSERT_GE(fields.size(), 2u) << line;
     ASSERT_EQ(fields.size() % 2, 0u) << "a parameter without a value: " << line;
     std::vector<std::pair<std::string, std::string>> params;
-    for (std::size_t i = 2; i < fields.size(); i += 2) params.emplace_back(fields[i], fields[i + 1]);
+    for (std::size_t i = 2; i < fields.size(); i += 2)
+      params.emplace_back(fields[i], fields[i + 1]);
     EXPECT_EQ(SnapshotKey(fields[1], params), fields[0]) << line;
     ++cases;
   }

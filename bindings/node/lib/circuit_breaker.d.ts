@@ -1,6 +1,6 @@
 // Type declarations for the Opossum 10-compatible CircuitBreaker
 // (lib/circuit_breaker.js). The shapes follow @types/opossum where Opossum
-// and this class agree; see docs/node-opossum.md for the differences.
+// and this class agree; see docs/node.md for the differences.
 
 import { EventEmitter } from 'events';
 

@@ -3,7 +3,7 @@
 // An Opossum 10.0.0-compatible CircuitBreaker in plain JavaScript.
 //
 // Same constructor, options, methods, events (names, arguments and order) and
-// decisions as opossum@10.0.0; see docs/node-opossum.md for the mapping and the
+// decisions as opossum@10.0.0; see docs/node.md for the mapping and the
 // few deliberate differences. What makes it faster:
 //  - statistics are counted directly into a ring of buckets rotated lazily
 //    from Date.now() (circuit_breaker_status.js), not through event listeners
@@ -97,7 +97,7 @@ function checkUnsupported (options) {
   for (const name of UNSUPPORTED) {
     if (options[name] !== undefined && options[name] !== false) {
       throw new TypeError(`option ${name} is not supported by this CircuitBreaker ` +
-        '(see docs/node-opossum.md); use opossum for it');
+        '(see docs/node.md); use opossum for it');
     }
   }
 }

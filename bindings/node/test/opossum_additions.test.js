@@ -2,7 +2,7 @@
 
 // What this CircuitBreaker adds to or changes from Opossum 10: rejections with
 // retryAt and no stack capture, validated options, refused unsupported
-// options, and the few fixed Opossum quirks listed in docs/node-opossum.md.
+// options, and the few fixed Opossum quirks listed in docs/node.md.
 
 const { test, mock } = require('node:test');
 const assert = require('node:assert');

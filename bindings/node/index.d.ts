@@ -122,10 +122,17 @@ export class OpenBreakerError extends Error {
   readonly retryAt: number;
 }
 
+export interface RunOptions {
+  /** true: the error is not counted (Opossum's errorFilter); it still rejects. */
+  errorFilter?: (error: unknown) => boolean;
+  /** > 0: the failure opens the breaker for this many ms at once (a Retry-After). */
+  openForMs?: (error: unknown) => number | undefined;
+}
+
 export class Registry {
   constructor(options?: RegistryOptions);
   /** Runs action under the breaker of `key`; rejects with OpenBreakerError when refused. */
-  run<T>(key: string, action: () => T | PromiseLike<T>): Promise<T>;
+  run<T>(key: string, action: () => T | PromiseLike<T>, options?: RunOptions): Promise<T>;
   state(key: string): BreakerState | undefined;
   metrics(key: string): BreakerMetrics | undefined;
   readonly size: number;

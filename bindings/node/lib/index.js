@@ -92,11 +92,15 @@ class Registry {
   // Runs `action` (sync or async) under the breaker of `key`: a promise of its
   // result, or a rejection with an OpenBreakerError when the breaker refuses
   // (the action is not called). The outcome is recorded with its duration on
-  // the registry's clock; a throw or rejection is a failure.
-  run(key, action) {
+  // the registry's clock; a throw or rejection is a failure, except that
+  // options.errorFilter(err) === true leaves it uncounted (Opossum's meaning)
+  // and options.openForMs(err) > 0 opens the breaker for that long at once
+  // (a Retry-After, a quota's recovery time). Either way the error rejects.
+  run(key, action, options) {
     if (typeof action !== 'function') {
       return Promise.reject(new TypeError('Registry.run(key, action): action must be a function'));
     }
+    if (options !== undefined) return this.#runWith(key, action, options);
     const nat = this._native;
     let slot;
     try {
@@ -106,6 +110,41 @@ class Registry {
     }
     if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot));
     return settle(action, () => nat.finish(slot, 0), (e) => { nat.finish(slot, 1); throw e; });
+  }
+
+  #runWith(key, action, options) {
+    const { errorFilter, openForMs } = options ?? {};
+    if (errorFilter !== undefined && typeof errorFilter !== 'function') {
+      return Promise.reject(new TypeError('Registry.run: options.errorFilter must be a function (error) => boolean'));
+    }
+    if (openForMs !== undefined && typeof openForMs !== 'function') {
+      return Promise.reject(new TypeError('Registry.run: options.openForMs must be a function (error) => ms'));
+    }
+    const nat = this._native;
+    let slot;
+    try {
+      slot = nat.acquire(key);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot));
+    const failed = (e) => {
+      let outcome = 1;
+      let ms = 0;
+      try {
+        if (errorFilter !== undefined && errorFilter(e) === true) {
+          outcome = 2;
+        } else if (openForMs !== undefined) {
+          ms = Number(openForMs(e));
+          if (ms > 0) outcome = 3;
+        }
+      } finally {
+        // A throwing filter still frees the permit (as a failure).
+        nat.finish(slot, outcome, ms);
+      }
+      throw e;
+    };
+    return settle(action, () => nat.finish(slot, 0), failed);
   }
 
   // 'CLOSED', 'OPEN', ... of the breaker held for `key`, or undefined.

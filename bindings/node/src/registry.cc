@@ -195,8 +195,10 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
     return Napi::Number::New(env, i);
   }
 
-  // finish(slot, outcome): 0 success, 1 failure, 2 no outcome (permit given
-  // back). The duration is the registry clock's time since acquire().
+  // finish(slot, outcome, openForMs?): 0 success, 1 failure, 2 no outcome
+  // (permit given back), 3 a failure that opens the breaker for openForMs
+  // (Outcome::OpenFor: a Retry-After the caller read). The duration is the
+  // registry clock's time since acquire().
   Napi::Value Finish(const Napi::CallbackInfo& info) {
     CallSlot& slot = SlotArg(info);
     const int outcome = info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 2;
@@ -205,6 +207,10 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
       slot.permit->Success(elapsed);
     } else if (outcome == 1) {
       slot.permit->Failure(elapsed);
+    } else if (outcome == 3) {
+      const double ms = info[2].IsNumber() ? info[2].As<Napi::Number>().DoubleValue() : 0;
+      slot.permit->Record(ms > 0 ? Outcome::OpenFor(FromMs(ms), elapsed)
+                                 : Outcome::Failure(elapsed));
     }
     FreeSlot(static_cast<std::uint32_t>(info[0].As<Napi::Number>().Int32Value()));
     return info.Env().Undefined();

@@ -125,3 +125,38 @@ test('a result whose then getter throws is a failure, and the call is finished',
   await small.run('c', () => 1);
   assert.ok(small.keys().includes('pending'));
 });
+
+test('run() options: errorFilter leaves an error uncounted, openForMs opens for the time it names', T, async () => {
+  const clock = new ManualClock();
+  const r = new Registry({ defaults, clock });
+  const notFound = Object.assign(new Error('not found'), { status: 404 });
+  const options = { errorFilter: (e) => e.status === 404 };
+  for (let i = 0; i < 6; i++) await assert.rejects(r.run('f', () => { throw notFound; }, options), /not found/);
+  assert.equal(r.metrics('f').bufferedCalls, 0, 'filtered errors are not counted');
+  assert.equal(r.state('f'), 'CLOSED');
+  // The same errors unfiltered open it.
+  for (let i = 0; i < 4; i++) await assert.rejects(r.run('f', () => { throw notFound; }));
+  assert.equal(r.state('f'), 'OPEN');
+
+  // One failure with a recovery time opens at once, for that time (not the 10 s wait).
+  const quota = Object.assign(new Error('quota'), { retryAfterMs: 120_000 });
+  const openFor = { openForMs: (e) => e.retryAfterMs };
+  await assert.rejects(r.run('q', () => { throw quota; }, openFor), /quota/);
+  assert.equal(r.state('q'), 'OPEN');
+  const refused = await r.run('q', () => 'x').then(() => null, (e) => e);
+  assert.equal(refused.retryAt, clock.nowMs() + 120_000);
+  clock.advance(119_999);
+  await assert.rejects(r.run('q', () => 'x'), { code: 'EOPENBREAKER' });
+  clock.advance(2);
+  assert.equal(await r.run('q', () => 'probe'), 'probe');
+  // 0 or undefined: an ordinary failure.
+  await assert.rejects(r.run('z', () => { throw new Error('plain'); }, { openForMs: () => undefined }));
+  assert.equal(r.state('z'), 'CLOSED');
+  assert.equal(r.metrics('z').failedCalls, 1);
+
+  await assert.rejects(r.run('k', () => 1, { errorFilter: 3 }), /options.errorFilter must be a function/);
+  await assert.rejects(r.run('k', () => 1, { openForMs: 'soon' }), /options.openForMs must be a function/);
+  // A filter that throws frees the permit and rejects with its own error.
+  await assert.rejects(r.run('t', () => { throw new Error('x'); }, { errorFilter: () => { throw new Error('bad filter'); } }), /bad filter/);
+  assert.equal(r.metrics('t').failedCalls, 1);
+});

@@ -12,8 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "fusebox/internal/mutex.h"
-#include "fusebox/internal/thread_annotations.h"
+#include "per_breaker_policies.h"
 
 namespace fusebox {
 namespace {
@@ -28,66 +27,9 @@ bool BreakerWantsPrecise(const CircuitBreaker& breaker) {
 
 }  // namespace
 
-// A keyed pipeline's per-key bulkheads and rate limiters, by breaker: keys
-// that share a breaker (an overflow breaker) share them too. An entry whose
-// breaker the registry has dropped is replaced on the next call for its key
-// (a new breaker, new policies) and erased by the sweep that runs when a
-// shard has doubled since its last sweep, so memory follows the registry's
-// bounds. Sharded by the breaker's address.
-struct Pipeline::PerKey {
-  struct Entry {
-    std::weak_ptr<CircuitBreaker> breaker;
-    std::shared_ptr<Bulkhead> bulkhead;
-    std::shared_ptr<RateLimiter> rate_limiter;
-  };
-  struct Shard {
-    internal::Mutex mu;
-    std::unordered_map<const CircuitBreaker*, Entry> entries FUSEBOX_GUARDED_BY(mu);
-    std::size_t sweep_at FUSEBOX_GUARDED_BY(mu) = 64;
-  };
-  static constexpr std::size_t kShards = 16;
-
-  std::optional<BulkheadOptions> bulkhead;
-  std::optional<RateLimiterOptions> rate_limiter;
-  Clock* clock = nullptr;
-  std::array<Shard, kShards> shards;
-
-  // The policies of `breaker`, made if it has none (or only a dropped
-  // breaker's, at the same address). The pointers stay valid as long as the
-  // caller holds `breaker`: an entry is replaced or erased only once its
-  // breaker is gone, and the map's nodes do not move.
-  Result<std::pair<Bulkhead*, RateLimiter*>> For(const std::shared_ptr<CircuitBreaker>& breaker) {
-    Shard& shard = shards[std::hash<const CircuitBreaker*>{}(breaker.get()) / 64 % kShards];
-    internal::MutexLock lock(&shard.mu);
-    auto it = shard.entries.find(breaker.get());
-    // Same control block: the entry is this breaker's (no reference count touched).
-    if (it != shard.entries.end() && !it->second.breaker.owner_before(breaker) &&
-        !breaker.owner_before(it->second.breaker)) {
-      return std::pair{it->second.bulkhead.get(), it->second.rate_limiter.get()};
-    }
-    Entry e{breaker, nullptr, nullptr};
-    if (bulkhead) {
-      Result<std::unique_ptr<Bulkhead>> b = Bulkhead::Create(*bulkhead, *clock);
-      if (!b) return std::move(b).error();
-      e.bulkhead = std::move(*b);
-    }
-    if (rate_limiter) {
-      Result<std::unique_ptr<RateLimiter>> l = RateLimiter::Create(*rate_limiter, *clock);
-      if (!l) return std::move(l).error();
-      e.rate_limiter = std::move(*l);
-    }
-    const std::pair<Bulkhead*, RateLimiter*> policies{e.bulkhead.get(), e.rate_limiter.get()};
-    if (it != shard.entries.end()) {
-      it->second = std::move(e);
-    } else {
-      shard.entries.emplace(breaker.get(), std::move(e));
-      if (shard.entries.size() >= shard.sweep_at) {
-        std::erase_if(shard.entries, [](const auto& kv) { return kv.second.breaker.expired(); });
-        shard.sweep_at = std::max<std::size_t>(64, 2 * shard.entries.size());
-      }
-    }
-    return policies;
-  }
+// A keyed pipeline's per-key policies (per_breaker_policies.h).
+struct Pipeline::PerKey : internal::PerBreakerPolicies {
+  using internal::PerBreakerPolicies::PerBreakerPolicies;
 };
 
 Pipeline::Builder& Pipeline::Builder::WithRateLimiter(std::shared_ptr<RateLimiter> limiter) {
@@ -214,10 +156,8 @@ Pipeline::Pipeline(Builder builder)
       retry_after_(builder.retry_after_),
       builder_(std::move(builder)) {
   if (builder_.bulkhead_per_key_ || builder_.rate_limiter_per_key_) {
-    per_key_ = std::make_unique<PerKey>();
-    per_key_->bulkhead = builder_.bulkhead_per_key_;
-    per_key_->rate_limiter = builder_.rate_limiter_per_key_;
-    per_key_->clock = clock_;
+    per_key_ = std::make_unique<PerKey>(builder_.bulkhead_per_key_, builder_.rate_limiter_per_key_,
+                                        *clock_);
   }
 }
 

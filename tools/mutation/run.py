@@ -102,7 +102,11 @@ def copy_tree(dst):
         if target.is_file() and target.read_bytes() == src.read_bytes():
             continue  # unchanged: keep its mtime, so ninja does not rebuild it
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, target)
+        # A changed file gets the time of the copy, not the source's: the
+        # scratch may hold objects built after the source last changed (by a
+        # mutant of an earlier run), and ninja must see the file as newer.
+        shutil.copyfile(src, target)
+        shutil.copymode(src, target)
     return wanted
 
 

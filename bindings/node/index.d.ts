@@ -120,6 +120,8 @@ export class OpenBreakerError extends Error {
   readonly key: string;
   /** The clock's ms at which a call may be admitted, or Infinity if unknown. */
   readonly retryAt: number;
+  /** retryAt less the clock's now: the time left (Infinity if unknown). */
+  readonly retryAfterMs: number;
 }
 
 export interface RunOptions {

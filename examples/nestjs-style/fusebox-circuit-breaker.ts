@@ -13,16 +13,14 @@ export class FuseboxCircuitBreaker implements CircuitBreakerPort {
   constructor(private readonly limits: RegistryOptions = { maxBreakers: 10_000, idleTtlMs: 900_000 }) {}
 
   async run<T>(key: string, action: () => Promise<T>, options: CircuitBreakerRunOptions): Promise<T> {
-    const registry = this.registryFor(options);
     try {
-      return await registry.run(key, action, {
+      return await this.registryFor(options).run(key, action, {
         errorFilter: (e) => options.shouldTrip !== undefined && !options.shouldTrip(e),
         openForMs: (e) => options.resetTimeoutMs?.(e),
       });
     } catch (e) {
       if (!(e instanceof OpenBreakerError)) throw e;
-      const left = e.retryAt - registry.nowMs();
-      throw options.openError(Number.isFinite(left) ? Math.max(0, left) : undefined);
+      throw options.openError(Number.isFinite(e.retryAfterMs) ? e.retryAfterMs : undefined);
     }
   }
 

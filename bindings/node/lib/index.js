@@ -20,8 +20,10 @@ const { CoreBreaker, ManualClock, NativeRegistry, classifyMeta, providerCircuitK
 // Infinity when unknown), key. Built without a stack trace: a rejection is a
 // normal, frequent outcome, and capturing a stack is most of an Error's cost
 // (bench/core.bench.js).
+// retryAfterMs is the time left until then (Infinity when unknown): what an
+// HTTP Retry-After or a caller's backoff wants, whatever the clock.
 class OpenBreakerError extends Error {
-  constructor(key, retryAt) {
+  constructor(key, retryAt, nowMs) {
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     super(`circuit "${key}" is open`);
@@ -29,6 +31,7 @@ class OpenBreakerError extends Error {
     this.code = 'EOPENBREAKER';
     this.key = key;
     this.retryAt = retryAt;
+    this.retryAfterMs = Math.max(0, retryAt - nowMs);
   }
 }
 Object.defineProperty(OpenBreakerError.prototype, 'name', { value: 'OpenBreakerError' });
@@ -108,7 +111,7 @@ class Registry {
     } catch (e) {
       return Promise.reject(e);
     }
-    if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot));
+    if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot, nat.nowMs()));
     return settle(action, () => nat.finish(slot, 0), (e) => { nat.finish(slot, 1); throw e; });
   }
 
@@ -127,7 +130,7 @@ class Registry {
     } catch (e) {
       return Promise.reject(e);
     }
-    if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot));
+    if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot, nat.nowMs()));
     const failed = (e) => {
       let outcome = 1;
       let ms = 0;

@@ -40,6 +40,7 @@ test('a rejection is an OpenBreakerError with code and retryAt, and the action i
   assert.equal(err.code, 'EOPENBREAKER');
   assert.equal(err.key, 'k');
   assert.equal(err.retryAt, openedAt + 10000);
+  assert.equal(err.retryAfterMs, 7500, 'the time left: 10 s less the 2.5 s gone');
   assert.equal(err.name, 'OpenBreakerError');
   assert.equal(err.stack.split('\n').length, 1, 'no stack frames captured');
   // Other keys are unaffected.
@@ -145,6 +146,7 @@ test('run() options: errorFilter leaves an error uncounted, openForMs opens for 
   assert.equal(r.state('q'), 'OPEN');
   const refused = await r.run('q', () => 'x').then(() => null, (e) => e);
   assert.equal(refused.retryAt, clock.nowMs() + 120_000);
+  assert.equal(refused.retryAfterMs, 120_000);
   clock.advance(119_999);
   await assert.rejects(r.run('q', () => 'x'), { code: 'EOPENBREAKER' });
   clock.advance(2);

@@ -42,9 +42,10 @@ function protoOnlyError(key, retryAt) {
 (async () => {
   console.log(`node ${process.version}, N=${N}, runs=${RUNS}`);
   const breaker = new CoreBreaker({});
-  await bench('CoreBreaker tryAcquire() + onSuccess(1)', (n) => {
+  await bench('CoreBreaker tryAcquire() + onSuccess(slot, 1)', (n) => {
     for (let i = 0; i < n; i++) {
-      if (breaker.tryAcquire() === 0) breaker.onSuccess(1);
+      const slot = breaker.tryAcquire();
+      if (slot >= 0) breaker.onSuccess(slot, 1);
     }
   });
   const open = new CoreBreaker({});

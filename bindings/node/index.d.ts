@@ -67,11 +67,13 @@ export class CoreBreaker {
    *  (FORCED_OPEN, HALF_OPEN with every probe out). */
   tryAcquire(): number;
   /** The outcome of the call holding `slot`; the duration decides slow or not.
-   *  A slot that is not pending throws an Error with code 'ENOPERMIT'. */
-  onSuccess(slot: number, durationMs: number): void;
-  onError(slot: number, durationMs: number): void;
-  /** Gives the slot's permit back without an outcome. */
-  release(slot: number): void;
+   *  Without durationMs, the time since its tryAcquire() on the breaker's clock.
+   *  A slot that is not pending throws an Error with code 'ENOPERMIT'.
+   *  Returns the state after the outcome. */
+  onSuccess(slot: number, durationMs?: number): BreakerState;
+  onError(slot: number, durationMs?: number): BreakerState;
+  /** Gives the slot's permit back without an outcome; returns the state. */
+  release(slot: number): BreakerState;
   readonly state: BreakerState;
   readonly name: string;
   readonly pendingPermits: number;

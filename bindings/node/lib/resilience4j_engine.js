@@ -50,7 +50,6 @@ class Resilience4jCircuitBreaker extends CircuitBreaker {
       clearInterval(this._timerAnchor);
       throw e;
     }
-    this._starts = []; // the core clock's ms at admission, by permit slot
     this._family = 'close';
     this._openWaitMs = undefined;
     if (!this._enabled) this._core.transitionToDisabled();
@@ -63,11 +62,11 @@ class Resilience4jCircuitBreaker extends CircuitBreaker {
 
   // --- admission and outcomes (called by the Opossum path) ---------------
 
+  // An admission in CLOSED changes no state; any other may (OPEN ->
+  // HALF_OPEN happens here, lazily).
   _admit () {
-    const core = this._core;
-    const slot = core.tryAcquire();
-    if (slot >= 0) this._starts[slot] = core.nowMs();
-    this._observe(); // OPEN -> HALF_OPEN happens here, lazily
+    const slot = this._core.tryAcquire();
+    if (slot < 0 || this._family !== 'close') this._observe();
     return slot;
   }
 
@@ -77,33 +76,30 @@ class Resilience4jCircuitBreaker extends CircuitBreaker {
     return permit === -Infinity ? Infinity : now + (-permit - this._core.nowMs());
   }
 
-  // errorFilter's "not a failure" is Resilience4j's ignored exception: the
-  // permit goes back with no outcome recorded.
+  // The core times the call itself: onSuccess/onError without a duration
+  // take the time since tryAcquire() on its clock. errorFilter's "not a
+  // failure" is Resilience4j's ignored exception: the permit goes back with
+  // no outcome recorded.
   _succeed (result, latency, now, permit, filtered) {
-    const core = this._core;
-    if (filtered) {
-      core.release(permit);
-    } else {
-      core.onSuccess(permit, core.nowMs() - this._starts[permit]);
-    }
+    const state = filtered ? this._core.release(permit) : this._core.onSuccess(permit);
     if (this.isShutdown) return;
     this._status.countTimed(now, 'successes', latency);
-    this._observe();
+    this._observe(state);
     if (this._listened('success')) this.emit('success', result, latency);
   }
 
   _fail (error, latency, args, now, permit) {
-    const core = this._core;
-    core.onError(permit, core.nowMs() - this._starts[permit]);
+    const state = this._core.onError(permit);
     if (this.isShutdown) return;
     this._status.countTimed(now, 'failures', latency);
     if (this._listened('failure')) this.emit('failure', error, latency, args);
-    this._observe();
+    this._observe(state);
   }
 
-  // Emits the event of a change of the core's state since last seen.
-  _observe () {
-    const family = FAMILY[this._core.state];
+  // Emits the event of a change of the core's state (`state`, else read now)
+  // since last seen.
+  _observe (state = this._core.state) {
+    const family = FAMILY[state];
     if (family === this._family) return;
     this._family = family;
     if (family === 'open') {

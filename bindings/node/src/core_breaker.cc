@@ -67,6 +67,12 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
       throw Napi::RangeError::New(env, "resilience4j: " + std::string(created.error().message()));
     clock_owner_ = std::move(clock.owner);
     breaker_ = std::move(*created);
+    // An array, not the strings: Node-API before 10.0 refers to objects only.
+    Napi::Array names = Napi::Array::New(env, kStates);
+    for (std::uint32_t i = 0; i < kStates; ++i) {
+      names.Set(i, Napi::String::New(env, std::string(StateName(static_cast<State>(i)))));
+    }
+    state_names_ = Napi::Persistent(names);
   }
 
   ~CoreBreakerWrap() override {
@@ -90,18 +96,21 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
     if (free_.empty()) {
       i = static_cast<std::uint32_t>(slots_.size());
       slots_.emplace_back(std::move(*permit));
+      starts_.emplace_back();
     } else {
       i = free_.back();
       free_.pop_back();
       slots_[i].emplace(std::move(*permit));
     }
+    starts_[i] = breaker_->clock().Now();
     return Napi::Number::New(info.Env(), i);
   }
 
-  // The permit in the slot info[0], taken out and the slot freed. Throws an
-  // Error with code ENOPERMIT naming `method` for anything but a pending
-  // slot's index.
-  Permit TakePermit(const Napi::CallbackInfo& info, const char* method) {
+  // The permit in the slot info[0], taken out and the slot freed, with the
+  // call's duration: info[1] in ms, or when it is not a number the time since
+  // tryAcquire() on the breaker's clock. Throws an Error with code ENOPERMIT
+  // naming `method` for anything but a pending slot's index.
+  Permit TakePermit(const Napi::CallbackInfo& info, const char* method, Duration* elapsed) {
     const double d = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
     if (!(d >= 0 && d < static_cast<double>(slots_.size())) ||
         static_cast<double>(static_cast<std::size_t>(d)) != d ||
@@ -114,37 +123,43 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
       throw e;
     }
     const auto i = static_cast<std::uint32_t>(d);
+    if (elapsed != nullptr) {
+      *elapsed = info.Length() > 1 && info[1].IsNumber()
+                     ? FromMs(info[1].As<Napi::Number>().DoubleValue())
+                     : breaker_->clock().Now() - starts_[i];
+    }
     Permit p = std::move(*slots_[i]);
     slots_[i].reset();
     free_.push_back(i);
     return p;
   }
 
-  static Duration DurationArg(const Napi::CallbackInfo& info) {
-    return info.Length() > 1 && info[1].IsNumber()
-               ? FromMs(info[1].As<Napi::Number>().DoubleValue())
-               : Duration::zero();
-  }
-
+  // Each outcome returns the breaker's state after it (as `state` does): a
+  // caller watching for transitions needs no second call.
   Napi::Value OnSuccess(const Napi::CallbackInfo& info) {
-    TakePermit(info, "onSuccess").Success(DurationArg(info));
-    return info.Env().Undefined();
+    Duration elapsed{};
+    TakePermit(info, "onSuccess", &elapsed).Success(elapsed);
+    return StateValue();
   }
   Napi::Value OnError(const Napi::CallbackInfo& info) {
-    TakePermit(info, "onError").Failure(DurationArg(info));
-    return info.Env().Undefined();
+    Duration elapsed{};
+    TakePermit(info, "onError", &elapsed).Failure(elapsed);
+    return StateValue();
   }
   // Gives the slot's permit back without an outcome (the call did not happen,
   // or its outcome says nothing about the dependency): nothing is recorded, a
   // half-open probe's place is freed.
   Napi::Value Release(const Napi::CallbackInfo& info) {
-    const Permit given_back = TakePermit(info, "release");
-    return info.Env().Undefined();
+    // The permit is given back as the temporary is destroyed, before the state is read.
+    static_cast<void>(TakePermit(info, "release", nullptr));
+    return StateValue();
   }
 
-  Napi::Value GetState(const Napi::CallbackInfo& info) {
-    return Napi::String::New(info.Env(), std::string(StateName(breaker_->state())));
+  // The state's name, from strings made once per breaker.
+  Napi::Value StateValue() {
+    return state_names_.Value().Get(static_cast<std::uint32_t>(breaker_->state()));
   }
+  Napi::Value GetState(const Napi::CallbackInfo& /*info*/) { return StateValue(); }
   Napi::Value GetName(const Napi::CallbackInfo& info) {
     return Napi::String::New(info.Env(), breaker_->name());
   }
@@ -194,7 +209,11 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
   std::shared_ptr<testing::ManualClock> clock_owner_;
   std::unique_ptr<CircuitBreaker> breaker_;
   std::vector<std::optional<Permit>> slots_;
+  std::vector<TimePoint> starts_;  // by slot: when tryAcquire() admitted it
   std::vector<std::uint32_t> free_;
+  // StateName() of each State's value (kClosed .. kForcedClosed).
+  static constexpr std::uint32_t kStates = static_cast<std::uint32_t>(State::kForcedClosed) + 1;
+  Napi::Reference<Napi::Array> state_names_;
 };
 
 }  // namespace

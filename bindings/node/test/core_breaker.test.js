@@ -79,8 +79,8 @@ test('OPEN waits waitDurationInOpenState, then HALF_OPEN admits only the permitt
   assert.notEqual(p1, p2);
   assert.equal(b.tryAcquire(), -Infinity, 'a third probe is refused: permitted is 2');
   assert.equal(b.pendingPermits, 2);
-  b.onSuccess(p2, 1);
-  b.onSuccess(p1, 1);
+  assert.equal(b.onSuccess(p2, 1), 'HALF_OPEN', 'an outcome returns the state after it');
+  assert.equal(b.onSuccess(p1, 1), 'CLOSED');
   assert.equal(b.state, 'CLOSED');
 });
 
@@ -88,7 +88,8 @@ test('a failed half-open verdict reopens for another full wait', T, () => {
   const { b, clock } = breaker(base);
   calls(b, 10, false);
   clock.advance(30001);
-  calls(b, 2, false);
+  assert.equal(b.onError(acquire(b), 1), 'HALF_OPEN');
+  assert.equal(b.onError(acquire(b), 1), 'OPEN');
   assert.equal(b.state, 'OPEN');
   assert.equal(b.tryAcquire(), -(clock.nowMs() + 30000));
 });
@@ -198,6 +199,21 @@ test('each outcome is paired with its own permit: a later half-open probe that f
   b.onError(old, 1);
   assert.equal(b.state, 'CLOSED');
   assert.equal(b.pendingPermits, 0);
+});
+
+test('without a duration, an outcome is timed natively from tryAcquire() on the clock', T, () => {
+  const { b, clock } = breaker({ ...base, slowCallDurationThreshold: '1s', slowCallRateThreshold: 50 });
+  const slow = acquire(b);
+  const quick = acquire(b);
+  clock.advance(1500);
+  b.onError(slow);
+  assert.equal(b.metrics().slowFailedCalls, 1, '1.5 s since its tryAcquire()');
+  b.onSuccess(quick, 10);
+  assert.equal(b.metrics().slowCalls, 1, 'an explicit duration wins');
+  const late = acquire(b);
+  clock.advance(999);
+  b.onSuccess(late);
+  assert.equal(b.metrics().slowCalls, 1, 'the clock starts at its own tryAcquire()');
 });
 
 test('bad options throw, naming the option', T, () => {

@@ -259,3 +259,31 @@ test('a throwing getter or a Proxy in the options is a JS error, never a crash',
   assert.throws(() => new CoreBreaker({ slidingWindowSize: 2e9 }), RangeError);
   assert.throws(() => new CoreBreaker({ slidingWindowSize: 1.5 }), TypeError);
 });
+
+test('random interleavings: every slot is consumed exactly once, in any order', T, () => {
+  const { b } = breaker({ slidingWindowSize: 1000, minimumNumberOfCalls: 1000 });
+  let seed = 12345;
+  const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+  const live = [];
+  const done = new Set();
+  let successes = 0;
+  for (let step = 0; step < 5000; step++) {
+    const r = rand(10);
+    if (r < 4 || live.length === 0) {
+      const s = acquire(b);
+      assert.ok(!live.includes(s), `slot ${s} handed out twice`);
+      live.push(s);
+      done.delete(s);
+    } else if (r < 9) {
+      const s = live.splice(rand(live.length), 1)[0];
+      if (r < 6) { b.onSuccess(s, 1); successes++; } else if (r < 8) b.onError(s, 1); else b.release(s);
+      done.add(s);
+    } else if (done.size > 0) {
+      const s = [...done][rand(done.size)];
+      assert.throws(() => b.onSuccess(s, 1), (e) => e.code === 'ENOPERMIT', `slot ${s} consumed twice`);
+    }
+    assert.equal(b.pendingPermits, live.length);
+  }
+  assert.ok(Math.max(...live, 0) < 100, 'the table stays as small as the calls in flight');
+  assert.ok(successes > 0);
+});

@@ -278,3 +278,17 @@ test('the state option restores into the core', T, async () => {
   const disabled = new CircuitBreaker(action, { clock, resilience4j: base, enabled: false });
   assert.equal(disabled.core.state, 'DISABLED');
 });
+
+test('cache and coalesce keep Opossum\'s order: the cache answers before the core is asked', T, async () => {
+  let calls = 0;
+  const clock = new ManualClock();
+  const b = new CircuitBreaker(async (x) => { calls++; return x * 2; },
+                               { timeout: false, clock, resilience4j: base, cache: true });
+  assert.equal(await b.fire(21), 42);
+  b.open();
+  assert.equal(await b.fire(21), 42, 'a cache hit while OPEN');
+  await assert.rejects(b.fire(1), { code: 'EOPENBREAKER' }, 'a miss asks the core');
+  assert.equal(calls, 1);
+  assert.equal(b.core.metrics().notPermittedCalls, 1);
+  assert.equal(b.core.pendingPermits, 0);
+});

@@ -115,10 +115,12 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
     if (!(d >= 0 && d < static_cast<double>(slots_.size())) ||
         static_cast<double>(static_cast<std::size_t>(d)) != d ||
         !slots_[static_cast<std::size_t>(d)]) {
+      // Only a number is printed: converting anything else could run JS.
+      const std::string shown =
+          info[0].IsNumber() ? info[0].ToString().Utf8Value() : std::string("(not a number)");
       Napi::Error e = Napi::Error::New(
           info.Env(), std::string("CoreBreaker.") + method + "(slot): no pending permit in slot " +
-                          info[0].ToString().Utf8Value() +
-                          " (pass the slot tryAcquire() returned, once)");
+                          shown + " (pass the slot tryAcquire() returned, once)");
       e.Set("code", Napi::String::New(info.Env(), "ENOPERMIT"));
       throw e;
     }

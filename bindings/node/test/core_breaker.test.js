@@ -158,8 +158,9 @@ test('outcomes need a pending slot; release(); slots are reused', T, () => {
     e.message.includes(`CoreBreaker.${method}(slot)`);
   assert.throws(() => b.onSuccess(0, 1), noPermit('onSuccess'), 'nothing acquired yet');
   const s = acquire(b);
-  for (const bad of [s + 1, -1, 0.5, '0', undefined, NaN, Infinity]) {
-    assert.throws(() => b.onError(bad, 1), noPermit('onError'), String(bad));
+  const hostile = { toString() { throw new Error('ran user code'); } };
+  for (const bad of [s + 1, -1, 0.5, '0', undefined, NaN, Infinity, Symbol('s'), hostile, 2 ** 32]) {
+    assert.throws(() => b.onError(bad, 1), noPermit('onError'), typeof bad);
   }
   assert.equal(b.pendingPermits, 1, 'a bad slot consumes nothing');
   b.release(s);

@@ -59,16 +59,21 @@ export interface ClockOptions {
 }
 
 /** One fusebox::CircuitBreaker. tryAcquire() then exactly one of onSuccess,
- *  onError or release per permit; outcomes consume permits oldest first. */
+ *  onError or release per permit, each given the slot tryAcquire() returned. */
 export class CoreBreaker {
   constructor(config?: Resilience4jConfig, options?: ClockOptions & { name?: string });
-  /** 0 when permitted; else retryAt in the clock's ms (steady time, see nowMs()),
-   *  or Infinity when unknown (FORCED_OPEN, HALF_OPEN with every probe out). */
+  /** A permit slot (an integer >= 0) when permitted; else -retryAt, retryAt in
+   *  the clock's ms (steady time, see nowMs()), or -Infinity when unknown
+   *  (FORCED_OPEN, HALF_OPEN with every probe out). */
   tryAcquire(): number;
-  onSuccess(durationMs: number): void;
-  onError(durationMs: number): void;
-  /** Gives the oldest permit back without an outcome. */
-  release(): void;
+  /** The outcome of the call holding `slot`; the duration decides slow or not.
+   *  Without durationMs, the time since its tryAcquire() on the breaker's clock.
+   *  A slot that is not pending throws an Error with code 'ENOPERMIT'.
+   *  Returns the state after the outcome. */
+  onSuccess(slot: number, durationMs?: number): BreakerState;
+  onError(slot: number, durationMs?: number): BreakerState;
+  /** Gives the slot's permit back without an outcome; returns the state. */
+  release(slot: number): BreakerState;
   readonly state: BreakerState;
   readonly name: string;
   readonly pendingPermits: number;

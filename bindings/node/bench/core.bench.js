@@ -5,7 +5,7 @@
 // the spread, with baselines measured in the same run.
 //   node bench/core.bench.js [N] [RUNS]
 const { performance } = require('node:perf_hooks');
-const { CoreBreaker, Registry, OpenBreakerError, runProviderCall } = require('..');
+const { CircuitBreaker, CoreBreaker, Registry, OpenBreakerError, runProviderCall } = require('..');
 
 const N = Number(process.argv[2] || 200000);
 const RUNS = Number(process.argv[3] || 9);
@@ -42,9 +42,10 @@ function protoOnlyError(key, retryAt) {
 (async () => {
   console.log(`node ${process.version}, N=${N}, runs=${RUNS}`);
   const breaker = new CoreBreaker({});
-  await bench('CoreBreaker tryAcquire() + onSuccess(1)', (n) => {
+  await bench('CoreBreaker tryAcquire() + onSuccess(slot, 1)', (n) => {
     for (let i = 0; i < n; i++) {
-      if (breaker.tryAcquire() === 0) breaker.onSuccess(1);
+      const slot = breaker.tryAcquire();
+      if (slot >= 0) breaker.onSuccess(slot, 1);
     }
   });
   const open = new CoreBreaker({});
@@ -69,6 +70,21 @@ function protoOnlyError(key, retryAt) {
   await bench('runProviderCall(registry, key, trivial async action)', async (n) => {
     const action = async () => 1;
     for (let i = 0; i < n; i++) sink = await runProviderCall(registry, 'provider:instagram:read:1', action);
+  });
+  const opossumPath = new CircuitBreaker(async () => 1, { timeout: false });
+  await bench('CircuitBreaker fire(), Opossum options', async (n) => {
+    for (let i = 0; i < n; i++) sink = await opossumPath.fire();
+  });
+  const corePath = new CircuitBreaker(async () => 1, { timeout: false, resilience4j: {} });
+  await bench('CircuitBreaker fire(), resilience4j (the core decides)', async (n) => {
+    for (let i = 0; i < n; i++) sink = await corePath.fire();
+  });
+  const coreOpen = new CircuitBreaker(async () => 1, { timeout: false, resilience4j: {} });
+  coreOpen.open();
+  await bench('CircuitBreaker fire() refused, resilience4j, caught', async (n) => {
+    for (let i = 0; i < n; i++) {
+      try { await coreOpen.fire(); } catch (e) { sink = e; }
+    }
   });
   const rejecting = new Registry();
   for (let i = 0; i < 200; i++) await rejecting.run('down', () => { throw new Error('x'); }).catch(() => {});

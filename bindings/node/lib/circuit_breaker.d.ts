@@ -3,6 +3,7 @@
 // and this class agree; see docs/node.md for the differences.
 
 import { EventEmitter } from 'events';
+import type { CoreBreaker, ManualClock, Resilience4jConfig } from '../index';
 
 export interface CircuitBreakerOptions<TI extends unknown[] = unknown[]> {
   /** ms before a call times out (counted as a failure); false or 0 disables. Default 10000. */
@@ -60,6 +61,12 @@ export interface CircuitBreakerOptions<TI extends unknown[] = unknown[]> {
   coalesceResetOn?: Array<'error' | 'success' | 'timeout'>;
   /** Not supported: throws a TypeError. */
   rotateBucketController?: never;
+  /** Decide with fusebox's C++ core configured with Resilience4j's names instead of
+   *  Opossum's window (docs/node.md). Refused together with errorThresholdPercentage,
+   *  volumeThreshold, resetTimeout, allowWarmUp, rollingCountTimeout, rollingCountBuckets. */
+  resilience4j?: Resilience4jConfig;
+  /** With resilience4j: the core's clock (tests); default the system clock. */
+  clock?: ManualClock;
 }
 
 export interface CircuitBreakerState {
@@ -72,6 +79,8 @@ export interface CircuitBreakerState {
   shutdown: boolean;
   /** Epoch ms of the last open (Opossum: the construction time). */
   lastTimerAt: number | undefined;
+  /** With resilience4j: the core's state. */
+  coreState?: 'CLOSED' | 'OPEN' | 'HALF_OPEN' | 'DISABLED' | 'METRICS_ONLY' | 'FORCED_OPEN' | 'FORCED_CLOSED';
 }
 
 /** The counters of a bucket and of the window's totals. */
@@ -125,8 +134,11 @@ export declare class Status extends EventEmitter {
 /** Rejection of a call refused by an OPEN (or half-open, trial in flight) breaker. */
 export interface OpenBreakerError extends Error {
   code: 'EOPENBREAKER';
-  /** Epoch ms at which the breaker goes half-open (last open + resetTimeout). */
+  /** Epoch ms at which the breaker goes half-open (last open + resetTimeout; with
+   *  resilience4j the core's, Infinity when it cannot say). */
   retryAt: number;
+  /** retryAt less now: the time left (Infinity when it cannot say). */
+  retryAfterMs: number;
 }
 
 /** Errors made by the breaker itself. */
@@ -160,6 +172,8 @@ export declare class CircuitBreaker<TI extends unknown[] = unknown[], TR = unkno
   readonly volumeThreshold: number;
   readonly status: Status;
   readonly stats: Stats;
+  /** With resilience4j: the native breaker that decides; otherwise undefined. */
+  readonly core?: CoreBreaker;
 
   fire(...args: TI): Promise<TR>;
   call(context: any, ...args: TI): Promise<TR>;

@@ -63,10 +63,12 @@ function rejectLater (error) {
   return promise;
 }
 
-function openBreakerError (retryAt) {
+function openBreakerError (retryAt, now) {
   const error = Object.create(OPEN_ERROR_PROTO);
   error.code = 'EOPENBREAKER'; // own and enumerable, as on Opossum's error (JSON, loggers)
   error.retryAt = retryAt;
+  // The time left, as the Registry's refusals carry it: what a Retry-After wants.
+  error.retryAfterMs = Math.max(0, retryAt - now);
   return error;
 }
 
@@ -174,6 +176,14 @@ class CircuitBreaker extends EventEmitter {
   }
 
   constructor (action, options = {}) {
+    // Resilience4j's configuration: the same class, decided by the C++ core
+    // (lib/resilience4j_engine.js). Chosen once here, so the Opossum path's
+    // methods stay the prototype's and its call sites monomorphic.
+    if (new.target === CircuitBreaker && options !== null && typeof options === 'object' &&
+        options.resilience4j !== undefined) {
+      const { Resilience4jCircuitBreaker } = require('./resilience4j_engine');
+      return new Resilience4jCircuitBreaker(action, options);
+    }
     super();
     if (!action) {
       throw new TypeError('No action provided. Cannot construct a CircuitBreaker without an invocable action.');
@@ -399,11 +409,20 @@ class CircuitBreaker extends EventEmitter {
     if (!this._enabled) return runUnprotected(this, context, args);
     const o = this.options;
     if (o.cache || o.coalesce) return this._runCached(context, args, start);
-    if (this._state !== CLOSED && !this._pendingClose) return this._reject(start, args);
-    this._pendingClose = false;
-    if (this.semaphore.count < 1) return this._semaphoreLocked(start, args, '');
+    const permit = this._admit();
+    if (permit < 0) return this._reject(start, args, permit);
+    if (this.semaphore.count < 1) return this._semaphoreLocked(start, args, '', permit);
     this.semaphore.count--;
-    return execute(this, context, args, start, '');
+    return execute(this, context, args, start, '', permit);
+  }
+
+  // The state's admission: a permit >= 0 (here always 0: Opossum's state
+  // needs none back) or a negative number to reject. The Resilience4j engine
+  // overrides it with its core's permit slot, handed back to _succeed/_fail.
+  _admit () {
+    if (this._state !== CLOSED && !this._pendingClose) return -1;
+    this._pendingClose = false;
+    return 0;
   }
 
   // _run with the cache and coalescing options, in Opossum's order: the cache,
@@ -421,14 +440,14 @@ class CircuitBreaker extends EventEmitter {
       if (inFlight) return this._cacheHit('coalesceCacheHits', 'coalesceCacheHit', inFlight);
       this._count('coalesceCacheMisses', 'coalesceCacheMiss');
     }
-    if (this._state !== CLOSED && !this._pendingClose) return this._reject(start, args);
-    this._pendingClose = false;
+    const permit = this._admit();
+    if (permit < 0) return this._reject(start, args, permit);
     let call;
     if (this.semaphore.count < 1) {
-      call = this._semaphoreLocked(start, args, key);
+      call = this._semaphoreLocked(start, args, key, permit);
     } else {
       this.semaphore.count--;
-      call = execute(this, context, args, start, key);
+      call = execute(this, context, args, start, key, permit);
     }
     if (o.coalesce) {
       o.coalesceCache.set(key, call, o.coalesceTTL > 0 ? Date.now() + o.coalesceTTL : 0);
@@ -446,15 +465,19 @@ class CircuitBreaker extends EventEmitter {
     if (this._listened(event)) this.emit(event);
   }
 
-  _reject (now, args) {
+  _reject (now, args, permit) {
     this._status.bucketAt(now).rejects++;
-    const retryAt = (this._lastTimerAt ?? now) + this.options.resetTimeout;
-    const error = openBreakerError(retryAt);
+    const error = openBreakerError(this._retryAt(now, permit), now);
     if (this._listened('reject')) this.emit('reject', error);
     return this._runFallback(args, error) || rejectLater(error);
   }
 
-  _semaphoreLocked (start, args, key) {
+  // Epoch ms of the next half-open: the last open + resetTimeout.
+  _retryAt (now) {
+    return (this._lastTimerAt ?? now) + this.options.resetTimeout;
+  }
+
+  _semaphoreLocked (start, args, key, permit) {
     const now = Date.now();
     const error = buildError('Semaphore locked', 'ESEMLOCKED');
     this._status.bucketAt(now).semaphoreRejections++;
@@ -462,7 +485,7 @@ class CircuitBreaker extends EventEmitter {
     let settled;
     settleError(this, error, args, now - start, now,
       v => { settled = Promise.resolve(v); },
-      e => { settled = rejectLater(e); });
+      e => { settled = rejectLater(e); }, permit);
     resetCoalesce(this, key);
     return settled;
   }
@@ -482,6 +505,8 @@ class CircuitBreaker extends EventEmitter {
   }
 
   // A success (or an error the errorFilter accepts): closes a half-open breaker.
+  // (`permit`, and `filtered` for the errorFilter's successes, are the
+  // Resilience4j engine's.)
   _succeed (result, latency, now) {
     if (this._state === SHUTDOWN) return; // Opossum's listeners are gone by then
     this._status.countTimed(now, 'successes', latency);
@@ -532,20 +557,21 @@ function isThenable (value) {
 // The end of a failed call (Opossum's handleError): the errorFilter can turn it
 // into a success (still rejected, no fallback); otherwise a failure, then the
 // fallback's promise or the error.
-function settleError (breaker, error, args, latency, now, resolve, reject) {
+function settleError (breaker, error, args, latency, now, resolve, reject, permit) {
   const filter = breaker._errorFilter;
   if (filter !== null && filter(error, ...args)) {
-    breaker._succeed(error, latency, now);
+    breaker._succeed(error, latency, now, permit, true);
     return reject(error);
   }
-  breaker._fail(error, latency, args, now);
+  breaker._fail(error, latency, args, now, permit);
   const fb = breaker._runFallback(args, error);
   if (fb) return resolve(fb);
   return reject(error);
 }
 
-// One admitted call: the action, its timeout and the semaphore slot it holds.
-function execute (breaker, context, args, start, key) {
+// One admitted call: the action, its timeout and the semaphore slot it holds;
+// `permit` (from _admit) goes back to the breaker with the outcome.
+function execute (breaker, context, args, start, key, permit) {
   let resolve, reject;
   const outer = new Promise((res, rej) => { resolve = res; reject = rej; });
   let done = false; // set by the timeout or the outcome, whichever comes first
@@ -558,7 +584,7 @@ function execute (breaker, context, args, start, key) {
       const error = buildError(`Timed out after ${ms}ms`, 'ETIMEDOUT');
       breaker.semaphore.count++;
       breaker._timedOut(error, now - start, args, now);
-      settleError(breaker, error, args, now - start, now, resolve, reject);
+      settleError(breaker, error, args, now - start, now, resolve, reject, permit);
       resetCoalesce(breaker, key, 'timeout');
       const controller = breaker.options.abortController;
       if (controller) controller.abort();
@@ -569,7 +595,7 @@ function execute (breaker, context, args, start, key) {
     done = true;
     if (timer !== null) clearTimeout(timer);
     const now = Date.now();
-    breaker._succeed(result, now - start, now);
+    breaker._succeed(result, now - start, now, permit);
     resetCoalesce(breaker, key, 'success');
     breaker.semaphore.count++;
     resolve(result);
@@ -582,7 +608,7 @@ function execute (breaker, context, args, start, key) {
     if (timer !== null) clearTimeout(timer);
     breaker.semaphore.count++;
     const now = Date.now();
-    settleError(breaker, error, args, now - start, now, resolve, reject);
+    settleError(breaker, error, args, now - start, now, resolve, reject, permit);
     resetCoalesce(breaker, key, 'error');
   };
   let result;

@@ -2,17 +2,7 @@
 // fusebox for Node.js: the native addon (build/fusebox_node.node, built by
 // `npm install`) and the JS glue that awaits actions (docs/node.md).
 
-const path = require('node:path');
-
-let native;
-try {
-  native = require(path.join(__dirname, '..', 'build', 'fusebox_node.node'));
-} catch (e) {
-  const err = new Error('fusebox: the native addon is not built (build/fusebox_node.node); ' +
-                        'run `npm install` (or `node scripts/build.js`) in bindings/node: ' + e.message);
-  err.cause = e;
-  throw err;
-}
+const native = require('./native');
 
 const { CoreBreaker, ManualClock, NativeRegistry, classifyMeta, providerCircuitKey } = native;
 

@@ -1,14 +1,14 @@
 // bindings/node/src/core_breaker.cc: CoreBreaker, one fusebox::CircuitBreaker
 // driven from JS by tryAcquire() then onSuccess()/onError() (docs/node.md).
 //
-// A permit taken by tryAcquire() waits natively in a FIFO ring until an
-// outcome or release() consumes it, oldest first: JS code that runs calls
-// concurrently on one breaker reports outcomes in completion order, and each
-// is recorded against the oldest permit still pending (the state epoch a
-// permit carries decides, in fusebox's default compatibility, whether its
-// outcome still counts; docs/semantics.md). The ring grows by doubling and is
-// never shrunk: the hot path allocates nothing once it is large enough.
+// A permit taken by tryAcquire() waits natively in a slot of a table owned by
+// the CoreBreaker; JS sees only the slot's index and hands it back with the
+// outcome, so each outcome is recorded against its own call's permit (and
+// state epoch) whatever order concurrent calls finish in. Slots are reused
+// from a free list (as in registry.cc): the hot path allocates nothing once
+// the table is large enough.
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -21,39 +21,6 @@
 
 namespace fusebox::node {
 namespace {
-
-class PermitRing {
- public:
-  void Push(Permit permit) {
-    if (size_ == slots_.size()) Grow();
-    slots_[(head_ + size_) % slots_.size()].emplace(std::move(permit));
-    ++size_;
-  }
-  // The oldest permit, or nullopt.
-  std::optional<Permit> Pop() {
-    if (size_ == 0) return std::nullopt;
-    std::optional<Permit> p = std::move(slots_[head_]);
-    slots_[head_].reset();
-    head_ = (head_ + 1) % slots_.size();
-    --size_;
-    return p;
-  }
-  std::size_t size() const { return size_; }
-
- private:
-  void Grow() {
-    std::vector<std::optional<Permit>> grown(slots_.empty() ? 16 : slots_.size() * 2);
-    for (std::size_t i = 0; i < size_; ++i) {
-      grown[i] = std::move(slots_[(head_ + i) % slots_.size()]);
-    }
-    slots_ = std::move(grown);
-    head_ = 0;
-  }
-
-  std::vector<std::optional<Permit>> slots_;
-  std::size_t head_ = 0;
-  std::size_t size_ = 0;
-};
 
 class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
  public:
@@ -100,68 +67,106 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
       throw Napi::RangeError::New(env, "resilience4j: " + std::string(created.error().message()));
     clock_owner_ = std::move(clock.owner);
     breaker_ = std::move(*created);
+    // An array, not the strings: Node-API before 10.0 refers to objects only.
+    Napi::Array names = Napi::Array::New(env, kStates);
+    for (std::uint32_t i = 0; i < kStates; ++i) {
+      names.Set(i, Napi::String::New(env, std::string(StateName(static_cast<State>(i)))));
+    }
+    state_names_ = Napi::Persistent(names);
   }
 
   ~CoreBreakerWrap() override {
     // Permits first: each refers to the breaker.
-    while (permits_.Pop()) {
-    }
+    slots_.clear();
   }
 
  private:
-  // 0 when permitted (the permit waits for onSuccess/onError/release), else
-  // retryAt in the clock's milliseconds, or Infinity when the breaker cannot
-  // say (FORCED_OPEN without expiry, HALF_OPEN with every probe out).
+  // A slot index >= 0 when permitted (the permit waits in it for
+  // onSuccess/onError/release); else -retryAt in the clock's milliseconds, or
+  // -Infinity when the breaker cannot say (FORCED_OPEN without expiry,
+  // HALF_OPEN with every probe out).
   Napi::Value TryAcquire(const Napi::CallbackInfo& info) {
     Result<Permit> permit = breaker_->TryAcquire();
-    if (permit) {
-      permits_.Push(std::move(*permit));
-      return Napi::Number::New(info.Env(), 0);
+    if (!permit) {
+      const std::optional<TimePoint> at = permit.error().retry_at();
+      return Napi::Number::New(info.Env(),
+                               at ? -ToMs(*at) : -std::numeric_limits<double>::infinity());
     }
-    const std::optional<TimePoint> at = permit.error().retry_at();
-    return Napi::Number::New(info.Env(), at ? ToMs(*at) : std::numeric_limits<double>::infinity());
+    std::uint32_t i = 0;
+    if (free_.empty()) {
+      i = static_cast<std::uint32_t>(slots_.size());
+      slots_.emplace_back(std::move(*permit));
+      starts_.emplace_back();
+    } else {
+      i = free_.back();
+      free_.pop_back();
+      slots_[i].emplace(std::move(*permit));
+    }
+    starts_[i] = breaker_->clock().Now();
+    return Napi::Number::New(info.Env(), i);
   }
 
-  Permit TakePermit(const Napi::CallbackInfo& info, const char* method) {
-    std::optional<Permit> p = permits_.Pop();
-    if (!p) {
-      Napi::Error e =
-          Napi::Error::New(info.Env(), std::string("CoreBreaker.") + method +
-                                           ": no pending permit (call tryAcquire() first)");
+  // The permit in the slot info[0], taken out and the slot freed, with the
+  // call's duration: info[1] in ms, or when it is not a number the time since
+  // tryAcquire() on the breaker's clock. Throws an Error with code ENOPERMIT
+  // naming `method` for anything but a pending slot's index.
+  Permit TakePermit(const Napi::CallbackInfo& info, const char* method, Duration* elapsed) {
+    const double d = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
+    if (!(d >= 0 && d < static_cast<double>(slots_.size())) ||
+        static_cast<double>(static_cast<std::size_t>(d)) != d ||
+        !slots_[static_cast<std::size_t>(d)]) {
+      // Only a number is printed: converting anything else could run JS.
+      const std::string shown =
+          info[0].IsNumber() ? info[0].ToString().Utf8Value() : std::string("(not a number)");
+      Napi::Error e = Napi::Error::New(
+          info.Env(), std::string("CoreBreaker.") + method + "(slot): no pending permit in slot " +
+                          shown + " (pass the slot tryAcquire() returned, once)");
       e.Set("code", Napi::String::New(info.Env(), "ENOPERMIT"));
       throw e;
     }
-    return std::move(*p);
+    const auto i = static_cast<std::uint32_t>(d);
+    if (elapsed != nullptr) {
+      *elapsed = info.Length() > 1 && info[1].IsNumber()
+                     ? FromMs(info[1].As<Napi::Number>().DoubleValue())
+                     : breaker_->clock().Now() - starts_[i];
+    }
+    Permit p = std::move(*slots_[i]);
+    slots_[i].reset();
+    free_.push_back(i);
+    return p;
   }
 
-  static Duration DurationArg(const Napi::CallbackInfo& info) {
-    return info.Length() > 0 && info[0].IsNumber()
-               ? FromMs(info[0].As<Napi::Number>().DoubleValue())
-               : Duration::zero();
-  }
-
+  // Each outcome returns the breaker's state after it (as `state` does): a
+  // caller watching for transitions needs no second call.
   Napi::Value OnSuccess(const Napi::CallbackInfo& info) {
-    TakePermit(info, "onSuccess").Success(DurationArg(info));
-    return info.Env().Undefined();
+    Duration elapsed{};
+    TakePermit(info, "onSuccess", &elapsed).Success(elapsed);
+    return StateValue();
   }
   Napi::Value OnError(const Napi::CallbackInfo& info) {
-    TakePermit(info, "onError").Failure(DurationArg(info));
-    return info.Env().Undefined();
+    Duration elapsed{};
+    TakePermit(info, "onError", &elapsed).Failure(elapsed);
+    return StateValue();
   }
-  // Gives the oldest permit back without an outcome (the call did not happen).
+  // Gives the slot's permit back without an outcome (the call did not happen,
+  // or its outcome says nothing about the dependency): nothing is recorded, a
+  // half-open probe's place is freed.
   Napi::Value Release(const Napi::CallbackInfo& info) {
-    const Permit given_back = TakePermit(info, "release");
-    return info.Env().Undefined();
+    // The permit is given back as the temporary is destroyed, before the state is read.
+    static_cast<void>(TakePermit(info, "release", nullptr));
+    return StateValue();
   }
 
-  Napi::Value GetState(const Napi::CallbackInfo& info) {
-    return Napi::String::New(info.Env(), std::string(StateName(breaker_->state())));
+  // The state's name, from strings made once per breaker.
+  Napi::Value StateValue() {
+    return state_names_.Value().Get(static_cast<std::uint32_t>(breaker_->state()));
   }
+  Napi::Value GetState(const Napi::CallbackInfo& /*info*/) { return StateValue(); }
   Napi::Value GetName(const Napi::CallbackInfo& info) {
     return Napi::String::New(info.Env(), breaker_->name());
   }
   Napi::Value GetPending(const Napi::CallbackInfo& info) {
-    return Napi::Number::New(info.Env(), static_cast<double>(permits_.size()));
+    return Napi::Number::New(info.Env(), static_cast<double>(slots_.size() - free_.size()));
   }
   Napi::Value Metrics(const Napi::CallbackInfo& info) {
     return MetricsObject(info.Env(), breaker_->metrics());
@@ -205,7 +210,12 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
   // Declared first: destroyed after the breaker that reads it.
   std::shared_ptr<testing::ManualClock> clock_owner_;
   std::unique_ptr<CircuitBreaker> breaker_;
-  PermitRing permits_;
+  std::vector<std::optional<Permit>> slots_;
+  std::vector<TimePoint> starts_;  // by slot: when tryAcquire() admitted it
+  std::vector<std::uint32_t> free_;
+  // StateName() of each State's value (kClosed .. kForcedClosed).
+  static constexpr std::uint32_t kStates = static_cast<std::uint32_t>(State::kForcedClosed) + 1;
+  Napi::Reference<Napi::Array> state_names_;
 };
 
 }  // namespace

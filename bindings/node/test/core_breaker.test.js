@@ -11,11 +11,18 @@ function breaker(config, clock = new ManualClock()) {
   return { clock, b: new CoreBreaker(config, { clock }) };
 }
 
+// A permit slot, asserting the call is permitted.
+function acquire(b, what = 'the call') {
+  const slot = b.tryAcquire();
+  assert.ok(Number.isInteger(slot) && slot >= 0, `${what} should be permitted in ${b.state}, got ${slot}`);
+  return slot;
+}
+
 // `n` calls, each acquired then reported as `ok` (true/false) with `ms`.
 function calls(b, n, ok, ms = 1) {
   for (let i = 0; i < n; i++) {
-    assert.equal(b.tryAcquire(), 0, `call ${i} should be permitted in ${b.state}`);
-    if (ok) b.onSuccess(ms); else b.onError(ms);
+    const slot = acquire(b, `call ${i}`);
+    if (ok) b.onSuccess(slot, ms); else b.onError(slot, ms);
   }
 }
 
@@ -54,9 +61,9 @@ test('a rejection carries retryAt = open time + waitDurationInOpenState', T, () 
   const { b, clock } = breaker(base);
   calls(b, 10, false);
   const openedAt = clock.nowMs();
-  assert.equal(b.tryAcquire(), openedAt + 30000);
+  assert.equal(b.tryAcquire(), -(openedAt + 30000), 'refused: -retryAt');
   clock.advance(10000);
-  assert.equal(b.tryAcquire(), openedAt + 30000, 'retryAt does not move while OPEN');
+  assert.equal(b.tryAcquire(), -(openedAt + 30000), 'retryAt does not move while OPEN');
   assert.equal(b.metrics().notPermittedCalls, 2);
 });
 
@@ -64,15 +71,16 @@ test('OPEN waits waitDurationInOpenState, then HALF_OPEN admits only the permitt
   const { b, clock } = breaker(base);
   calls(b, 10, false);
   clock.advance(30000);
-  assert.notEqual(b.tryAcquire(), 0, 'still OPEN at the end of the wait (it must be over: after)');
+  assert.ok(b.tryAcquire() < 0, 'still OPEN at the end of the wait (it must be over: after)');
   clock.advance(1);
-  assert.equal(b.tryAcquire(), 0);
+  const p1 = acquire(b, 'probe 1');
   assert.equal(b.state, 'HALF_OPEN');
-  assert.equal(b.tryAcquire(), 0);
-  assert.equal(b.tryAcquire(), Infinity, 'a third probe is refused: permitted is 2');
+  const p2 = acquire(b, 'probe 2');
+  assert.notEqual(p1, p2);
+  assert.equal(b.tryAcquire(), -Infinity, 'a third probe is refused: permitted is 2');
   assert.equal(b.pendingPermits, 2);
-  b.onSuccess(1);
-  b.onSuccess(1);
+  assert.equal(b.onSuccess(p2, 1), 'HALF_OPEN', 'an outcome returns the state after it');
+  assert.equal(b.onSuccess(p1, 1), 'CLOSED');
   assert.equal(b.state, 'CLOSED');
 });
 
@@ -80,9 +88,10 @@ test('a failed half-open verdict reopens for another full wait', T, () => {
   const { b, clock } = breaker(base);
   calls(b, 10, false);
   clock.advance(30001);
-  calls(b, 2, false);
+  assert.equal(b.onError(acquire(b), 1), 'HALF_OPEN');
+  assert.equal(b.onError(acquire(b), 1), 'OPEN');
   assert.equal(b.state, 'OPEN');
-  assert.equal(b.tryAcquire(), clock.nowMs() + 30000);
+  assert.equal(b.tryAcquire(), -(clock.nowMs() + 30000));
 });
 
 test('configuration changes behaviour: window size, threshold, wait, slow calls', T, () => {
@@ -103,7 +112,7 @@ test('configuration changes behaviour: window size, threshold, wait, slow calls'
   // waitDurationInOpenState as a number is milliseconds.
   const { b, clock } = breaker({ ...base, waitDurationInOpenState: 1500 });
   calls(b, 10, false);
-  assert.equal(b.tryAcquire(), clock.nowMs() + 1500);
+  assert.equal(b.tryAcquire(), -(clock.nowMs() + 1500));
 
   // Slow calls: 10 successes over 2 s open a breaker whose threshold is 1 s.
   const slow = breaker({ ...base, slowCallDurationThreshold: '1s', slowCallRateThreshold: 50 }).b;
@@ -138,22 +147,74 @@ test('operator transitions', T, () => {
   assert.equal(b.state, 'DISABLED');
   b.transitionToForcedOpen();
   assert.equal(b.state, 'FORCED_OPEN');
-  assert.equal(b.tryAcquire(), Infinity);
+  assert.equal(b.tryAcquire(), -Infinity);
   b.reset();
   assert.equal(b.state, 'CLOSED');
 });
 
-test('outcomes without a permit, and release()', T, () => {
+test('outcomes need a pending slot; release(); slots are reused', T, () => {
   const { b } = breaker(base);
-  assert.throws(() => b.onSuccess(1), (e) => e.code === 'ENOPERMIT');
-  assert.equal(b.tryAcquire(), 0);
-  b.release();
+  const noPermit = (method) => (e) => e instanceof Error && e.code === 'ENOPERMIT' &&
+    e.message.includes(`CoreBreaker.${method}(slot)`);
+  assert.throws(() => b.onSuccess(0, 1), noPermit('onSuccess'), 'nothing acquired yet');
+  const s = acquire(b);
+  const hostile = { toString() { throw new Error('ran user code'); } };
+  for (const bad of [s + 1, -1, 0.5, '0', undefined, NaN, Infinity, Symbol('s'), hostile, 2 ** 32]) {
+    assert.throws(() => b.onError(bad, 1), noPermit('onError'), typeof bad);
+  }
+  assert.equal(b.pendingPermits, 1, 'a bad slot consumes nothing');
+  b.release(s);
   assert.equal(b.pendingPermits, 0);
   assert.equal(b.metrics().bufferedCalls, 0, 'a released permit records nothing');
-  // Many permits in flight, then their outcomes (the ring grows).
-  for (let i = 0; i < 100; i++) assert.equal(b.tryAcquire(), 0);
-  for (let i = 0; i < 100; i++) b.onSuccess(1);
+  assert.throws(() => b.release(s), noPermit('release'), 'a slot is consumed once');
+  assert.throws(() => b.onSuccess(s, 1), noPermit('onSuccess'));
+  assert.equal(acquire(b), s, 'a freed slot is reused');
+  b.onSuccess(s, 1);
+  // Many permits in flight, then their outcomes in reverse order (the table
+  // grows to 100 and stays there).
+  const slots = [];
+  for (let i = 0; i < 100; i++) slots.push(acquire(b));
+  assert.equal(new Set(slots).size, 100);
+  for (const slot of slots.reverse()) b.onSuccess(slot, 1);
+  assert.equal(b.pendingPermits, 0);
   assert.equal(b.metrics().bufferedCalls, 10);
+  for (let i = 0; i < 100; i++) assert.ok(acquire(b) < 100, 'slots come from the free list');
+});
+
+test('each outcome is paired with its own permit: a later half-open probe that finishes first decides', T, () => {
+  const { b, clock } = breaker({ ...base, permittedNumberOfCallsInHalfOpenState: 1 });
+  const old = acquire(b, 'a CLOSED-epoch call');
+  calls(b, 10, false);  // opens while `old` is still in flight
+  assert.equal(b.state, 'OPEN');
+  clock.advance(30001);
+  const probe = acquire(b, 'the probe');
+  assert.equal(b.state, 'HALF_OPEN');
+  assert.equal(b.tryAcquire(), -Infinity, 'one probe only');
+  // The probe finishes first. With permits consumed oldest first, its
+  // success would be booked against `old` (a stale CLOSED-epoch permit, not
+  // counted) and the breaker would stay HALF_OPEN.
+  b.onSuccess(probe, 1);
+  assert.equal(b.state, 'CLOSED', "the probe's success closes the breaker");
+  // The old call's failure, later, is its own (stale) outcome: it neither
+  // reopens the breaker nor takes anyone else's permit.
+  b.onError(old, 1);
+  assert.equal(b.state, 'CLOSED');
+  assert.equal(b.pendingPermits, 0);
+});
+
+test('without a duration, an outcome is timed natively from tryAcquire() on the clock', T, () => {
+  const { b, clock } = breaker({ ...base, slowCallDurationThreshold: '1s', slowCallRateThreshold: 50 });
+  const slow = acquire(b);
+  const quick = acquire(b);
+  clock.advance(1500);
+  b.onError(slow);
+  assert.equal(b.metrics().slowFailedCalls, 1, '1.5 s since its tryAcquire()');
+  b.onSuccess(quick, 10);
+  assert.equal(b.metrics().slowCalls, 1, 'an explicit duration wins');
+  const late = acquire(b);
+  clock.advance(999);
+  b.onSuccess(late);
+  assert.equal(b.metrics().slowCalls, 1, 'the clock starts at its own tryAcquire()');
 });
 
 test('bad options throw, naming the option', T, () => {
@@ -189,7 +250,7 @@ test('TIME_BASED windows and ISO durations', T, () => {
   assert.equal(b.state, 'CLOSED');
   calls(b, 1, false);
   assert.equal(b.state, 'OPEN');
-  assert.equal(b.tryAcquire(), clock.nowMs() + 5000);
+  assert.equal(b.tryAcquire(), -(clock.nowMs() + 5000));
 });
 
 test('a throwing getter or a Proxy in the options is a JS error, never a crash', T, () => {
@@ -198,4 +259,32 @@ test('a throwing getter or a Proxy in the options is a JS error, never a crash',
   assert.throws(() => new CoreBreaker(hostile), /ownKeys/);
   assert.throws(() => new CoreBreaker({ slidingWindowSize: 2e9 }), RangeError);
   assert.throws(() => new CoreBreaker({ slidingWindowSize: 1.5 }), TypeError);
+});
+
+test('random interleavings: every slot is consumed exactly once, in any order', T, () => {
+  const { b } = breaker({ slidingWindowSize: 1000, minimumNumberOfCalls: 1000 });
+  let seed = 12345;
+  const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+  const live = [];
+  const done = new Set();
+  let successes = 0;
+  for (let step = 0; step < 5000; step++) {
+    const r = rand(10);
+    if (r < 4 || live.length === 0) {
+      const s = acquire(b);
+      assert.ok(!live.includes(s), `slot ${s} handed out twice`);
+      live.push(s);
+      done.delete(s);
+    } else if (r < 9) {
+      const s = live.splice(rand(live.length), 1)[0];
+      if (r < 6) { b.onSuccess(s, 1); successes++; } else if (r < 8) b.onError(s, 1); else b.release(s);
+      done.add(s);
+    } else if (done.size > 0) {
+      const s = [...done][rand(done.size)];
+      assert.throws(() => b.onSuccess(s, 1), (e) => e.code === 'ENOPERMIT', `slot ${s} consumed twice`);
+    }
+    assert.equal(b.pendingPermits, live.length);
+  }
+  assert.ok(Math.max(...live, 0) < 100, 'the table stays as small as the calls in flight');
+  assert.ok(successes > 0);
 });

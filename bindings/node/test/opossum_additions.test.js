@@ -32,6 +32,7 @@ test('an open rejection carries code, retryAt = open instant + resetTimeout', wi
   assert.strictEqual(err.code, 'EOPENBREAKER');
   assert.strictEqual(err.message, 'Breaker is open');
   assert.strictEqual(err.retryAt, 5_000_000 + 1234 + 3000);
+  assert.strictEqual(err.retryAfterMs, 3000 - 10, 'the time left');
   assert.ok(err instanceof Error);
   assert.ok(CircuitBreaker.isOurError(err));
   assert.strictEqual(b.toJSON().state.lastTimerAt, 5_000_000 + 1234);
@@ -63,8 +64,8 @@ test('a rejection captures no stack trace but still prints as an Error', async (
   assert.match(err.stack, /^Error: Breaker is open/);
   assert.ok(err instanceof Error);
   assert.strictEqual(String(err), 'Error: Breaker is open');
-  // Serialized like Opossum's (own enumerable code), plus retryAt.
-  assert.deepStrictEqual(Object.keys(err), ['code', 'retryAt']);
+  // Serialized like Opossum's (own enumerable code), plus retryAt and retryAfterMs.
+  assert.deepStrictEqual(Object.keys(err), ['code', 'retryAt', 'retryAfterMs']);
   assert.match(require('node:util').inspect(err), /^\[Error: Breaker is open/);
   // Errors from the action are not ours.
   assert.strictEqual(CircuitBreaker.isOurError(new Error('x')), false);

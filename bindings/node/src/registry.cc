@@ -177,6 +177,20 @@ class AcquireWorker : public Napi::AsyncWorker {
   Done done_;
 };
 
+// Destroys the store on the libuv pool: its destructor joins the store's
+// threads (about 50 ms), which close() must not make the event loop wait for.
+class StoreCloser : public Napi::AsyncWorker {
+ public:
+  StoreCloser(Napi::Env env, std::shared_ptr<redis::RedisSharedState> store)
+      : Napi::AsyncWorker(env, "fusebox:close"), store_(std::move(store)) {}
+
+ protected:
+  void Execute() override { store_.reset(); }
+
+ private:
+  std::shared_ptr<redis::RedisSharedState> store_;
+};
+
 class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -434,10 +448,12 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
   Napi::Value NowMs(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), ToMs(Reg(info.Env()).clock().Now()));
   }
-  // close(): drops every breaker and stops the store's threads (once the
-  // calls still asking it on the libuv pool return). Idempotent.
+  // close(): drops every breaker and stops the store's threads on the libuv
+  // pool (once the calls still asking it there return). Idempotent.
   Napi::Value Close(const Napi::CallbackInfo& info) {
+    std::shared_ptr<redis::RedisSharedState> store = store_;
     Shutdown();
+    if (store) (new StoreCloser(info.Env(), std::move(store)))->Queue();
     return info.Env().Undefined();
   }
   // fleetHealth(): undefined without options.redis; else { connected, and

@@ -118,6 +118,39 @@ export interface RegistryOptions extends ClockOptions {
   sweepIntervalMs?: number;
   /** Configuration of every breaker created. */
   defaults?: Resilience4jConfig;
+  /**
+   * Fleet sharing (docs/node.md, "Fleet sharing (Redis)"): every breaker made
+   * from `defaults` shares its OPEN state and its one recovery probe through
+   * this Redis (redis:// or rediss:// URL). Fails open when Redis does.
+   */
+  redis?: string | RedisOptions;
+}
+
+export interface RedisOptions {
+  /** redis://[:password@]host:port/db or rediss://...?ca_file=... */
+  url: string;
+  /** Key prefix shared with the C++ services and gateways. Default "fusebox:v1:". */
+  prefix?: string;
+  /** The subscriber PINGs after this long without a message. Default 1000. */
+  heartbeatMs?: number;
+  /** Bound of every command (hence of a call that waits for the store). Default 250. */
+  commandTimeoutMs?: number;
+}
+
+export interface FleetHealth {
+  /** The subscriber is connected and the store's own breaker closed. */
+  connected: boolean;
+  commands: number;
+  errors: number;
+  refused: number;
+  downPeriods: number;
+  subscribes: number;
+  events: number;
+  leasesGranted: number;
+  leasesBusy: number;
+  dropped: number;
+  resyncs: number;
+  authFailures: number;
 }
 
 export class OpenBreakerError extends Error {
@@ -147,6 +180,10 @@ export class Registry {
   /** Runs an idle sweep now; returns the breakers dropped. */
   sweep(): number;
   nowMs(): number;
+  /** Drops every breaker and stops the Redis store's threads; later calls throw. Idempotent. */
+  close(): void;
+  /** The Redis store's link and counters; undefined without options.redis. */
+  fleetHealth(): FleetHealth | undefined;
 }
 
 export type ConnCode = 'CONN_003' | 'CONN_008' | 'CONN_009' | 'CONN_010';

@@ -101,8 +101,10 @@ class Registry {
     } catch (e) {
       return Promise.reject(e);
     }
-    if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot, nat.nowMs()));
-    return settle(action, () => nat.finish(slot, 0), (e) => { nat.finish(slot, 1); throw e; });
+    // A promise: the breaker had to ask the fleet's store (options.redis),
+    // which a libuv thread did; the action runs once it has answered.
+    if (typeof slot !== 'number') return slot.then((s) => runPlain(nat, key, s, action));
+    return runPlain(nat, key, slot, action);
   }
 
   #runWith(key, action, options) {
@@ -120,24 +122,10 @@ class Registry {
     } catch (e) {
       return Promise.reject(e);
     }
-    if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot, nat.nowMs()));
-    const failed = (e) => {
-      let outcome = 1;
-      let ms = 0;
-      try {
-        if (errorFilter !== undefined && errorFilter(e) === true) {
-          outcome = 2;
-        } else if (openForMs !== undefined) {
-          ms = Number(openForMs(e));
-          if (ms > 0) outcome = 3;
-        }
-      } finally {
-        // A throwing filter still frees the permit (as a failure).
-        nat.finish(slot, outcome, ms);
-      }
-      throw e;
-    };
-    return settle(action, () => nat.finish(slot, 0), failed);
+    if (typeof slot !== 'number') {
+      return slot.then((s) => runFiltered(nat, key, s, action, errorFilter, openForMs));
+    }
+    return runFiltered(nat, key, slot, action, errorFilter, openForMs);
   }
 
   // 'CLOSED', 'OPEN', ... of the breaker held for `key`, or undefined.
@@ -147,6 +135,38 @@ class Registry {
   keys() { return this._native.keys(); }
   sweep() { return this._native.sweep(); }
   nowMs() { return this._native.nowMs(); }
+  // Stops sharing (options.redis): drops every breaker and stops the store's
+  // threads. Calls made afterwards throw; a call in flight still finishes.
+  close() { this._native.close(); }
+  // options.redis: { connected, commands, errors, ... } (the store's
+  // counters); undefined without it.
+  fleetHealth() { return this._native.fleetHealth(); }
+}
+
+function runPlain(nat, key, slot, action) {
+  if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot, nat.nowMs()));
+  return settle(action, () => nat.finish(slot, 0), (e) => { nat.finish(slot, 1); throw e; });
+}
+
+function runFiltered(nat, key, slot, action, errorFilter, openForMs) {
+  if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot, nat.nowMs()));
+  const failed = (e) => {
+    let outcome = 1;
+    let ms = 0;
+    try {
+      if (errorFilter !== undefined && errorFilter(e) === true) {
+        outcome = 2;
+      } else if (openForMs !== undefined) {
+        ms = Number(openForMs(e));
+        if (ms > 0) outcome = 3;
+      }
+    } finally {
+      // A throwing filter still frees the permit (as a failure).
+      nat.finish(slot, outcome, ms);
+    }
+    throw e;
+  };
+  return settle(action, () => nat.finish(slot, 0), failed);
 }
 
 // The Meta response an action's error carries: `err.response`, or the error

@@ -7,9 +7,17 @@
 // never drops it meanwhile) and the permit, or the two provider permits. JS
 // sees only the slot's index. Slots are reused from a free list: a hit
 // allocates nothing once the table is large enough.
+//
+// Fleet sharing (options.redis, docs/node.md "Fleet sharing (Redis)"): one
+// fusebox::redis::RedisSharedState is the shared_state of every breaker of
+// the default template. The event loop never waits for Redis: acquire() uses
+// TryAcquireWithoutBlocking(), and where it would ask the store (a view to
+// re-read, the probe lease that ends OPEN) an AcquireWorker makes the
+// blocking TryAcquire() on the libuv pool and resolves a promise of the slot.
 #include "fusebox/registry.h"
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -22,6 +30,8 @@
 #include "addon.h"
 #include "classify_meta.h"
 #include "fusebox/meta/provider_call.h"
+#include "fusebox/redis/options.h"
+#include "fusebox/redis/shared_state.h"
 
 namespace fusebox::node {
 namespace {
@@ -79,6 +89,108 @@ Napi::Object ProviderErrorObject(Napi::Env env, const meta::ProviderError& e, Cl
   return o;
 }
 
+// options.redis: a URL string, or { url, prefix?, heartbeatMs?,
+// commandTimeoutMs? }. Errors name options.redis and never echo the URL (it
+// may hold a password): ParseRedisUrl's messages do not.
+redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v) {
+  const char* where = "Registry: options.redis";
+  Napi::Value url = v;
+  Napi::Object o;
+  if (v.IsObject()) {
+    o = v.As<Napi::Object>();
+    url = o.Get("url");
+  }
+  if (!url.IsString()) {
+    throw Napi::TypeError::New(
+        env, std::string(where) +
+                 " must be a redis:// or rediss:// URL string, or { url, prefix?, heartbeatMs?, "
+                 "commandTimeoutMs? }");
+  }
+  Result<redis::ConnectionOptions> connection =
+      redis::ParseRedisUrl(url.As<Napi::String>().Utf8Value());
+  if (!connection) {
+    throw Napi::TypeError::New(
+        env, std::string(where) + ": " + std::string(connection.error().message()));
+  }
+  redis::SharedStateOptions options;
+  options.connection = std::move(*connection);
+  if (!o.IsEmpty()) {
+    const Napi::Value prefix = o.Get("prefix");
+    if (!prefix.IsUndefined()) {
+      if (!prefix.IsString()) {
+        throw Napi::TypeError::New(env, std::string(where) + ".prefix must be a string");
+      }
+      options.prefix = prefix.As<Napi::String>().Utf8Value();
+    }
+    auto millis = [&](const char* name, Duration& out) {
+      const Napi::Value m = o.Get(name);
+      if (m.IsUndefined()) return;
+      const double d = m.IsNumber() ? m.As<Napi::Number>().DoubleValue() : -1;
+      if (!m.IsNumber() || !(d > 0 && d <= 3.6e6)) {
+        throw Napi::RangeError::New(
+            env, std::string(where) + "." + name + " must be a number of ms in (0, 3600000]");
+      }
+      out = FromMs(d);
+    };
+    millis("heartbeatMs", options.heartbeat);
+    millis("commandTimeoutMs", options.connection.command_timeout);
+  }
+  return options;
+}
+
+// The blocking TryAcquire() of a call that TryAcquireWithoutBlocking() could
+// not decide, on the libuv pool; OnOK (the main thread) hands the permit to
+// the registry's slot table and resolves the promise acquire() returned.
+class AcquireWorker : public Napi::AsyncWorker {
+ public:
+  using Done =
+      std::function<Napi::Value(Napi::Env, std::shared_ptr<CircuitBreaker>&, Result<Permit>&)>;
+  AcquireWorker(Napi::Env env, Napi::Object registry, std::shared_ptr<CircuitBreaker> breaker,
+                Done done)
+      : Napi::AsyncWorker(env, "fusebox:acquire"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        registry_(Napi::Persistent(registry)),
+        breaker_(std::move(breaker)),
+        done_(std::move(done)) {}
+
+  Napi::Promise promise() const { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override { permit_.emplace(breaker_->TryAcquire()); }
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    try {
+      deferred_.Resolve(done_(env, breaker_, *permit_));
+    } catch (const Napi::Error& e) {
+      deferred_.Reject(e.Value());
+    }
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  // Keeps the JS registry (and so the slot table) alive until OnOK.
+  Napi::ObjectReference registry_;
+  std::shared_ptr<CircuitBreaker> breaker_;
+  std::optional<Result<Permit>> permit_;
+  Done done_;
+};
+
+// Destroys the store on the libuv pool: its destructor joins the store's
+// threads (about 50 ms), which close() must not make the event loop wait for.
+class StoreCloser : public Napi::AsyncWorker {
+ public:
+  StoreCloser(Napi::Env env, std::shared_ptr<redis::RedisSharedState> store)
+      : Napi::AsyncWorker(env, "fusebox:close"), store_(std::move(store)) {}
+
+ protected:
+  void Execute() override { store_.reset(); }
+
+ private:
+  std::shared_ptr<redis::RedisSharedState> store_;
+};
+
 class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -91,12 +203,13 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
          InstanceMethod<&RegistryWrap::StateOf>("stateOf"),
          InstanceMethod<&RegistryWrap::MetricsOf>("metricsOf"),
          InstanceMethod<&RegistryWrap::Size>("size"), InstanceMethod<&RegistryWrap::Sweep>("sweep"),
-         InstanceMethod<&RegistryWrap::Keys>("keys"),
-         InstanceMethod<&RegistryWrap::NowMs>("nowMs")});
+         InstanceMethod<&RegistryWrap::Keys>("keys"), InstanceMethod<&RegistryWrap::NowMs>("nowMs"),
+         InstanceMethod<&RegistryWrap::Close>("close"),
+         InstanceMethod<&RegistryWrap::FleetHealth>("fleetHealth")});
   }
 
   // new NativeRegistry({ maxBreakers?, maxBreakersHard?, idleTtlMs?,
-  //                      sweepIntervalMs?, defaults?, clock? })
+  //                      sweepIntervalMs?, defaults?, clock?, redis? })
   explicit RegistryWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<RegistryWrap>(info) {
     Napi::Env env = info.Env();
     RegistryOptions options;
@@ -136,6 +249,18 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
       millis("idleTtlMs", options.idle_timeout);
       millis("sweepIntervalMs", options.sweep_interval);
       ReadConfig(env, o.Get("defaults"), "defaults", options.default_config);
+      const Napi::Value redis_option = o.Get("redis");
+      if (!redis_option.IsUndefined()) {
+        redis::SharedStateOptions fleet = ReadRedisOptions(env, redis_option);
+        Result<std::shared_ptr<redis::RedisSharedState>> store =
+            redis::RedisSharedState::Create(std::move(fleet));
+        if (!store) {
+          throw Napi::RangeError::New(
+              env, "Registry: options.redis: " + std::string(store.error().message()));
+        }
+        store_ = std::move(*store);
+        options.default_config.shared_state = store_;
+      }
     }
     Result<std::unique_ptr<Registry>> created = Registry::Create(std::move(options));
     if (!created)
@@ -144,13 +269,35 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
     registry_ = std::move(*created);
   }
 
-  ~RegistryWrap() override {
-    // In-flight calls first: their permits refer to the breakers.
-    slots_.clear();
-    registry_.reset();
-  }
+  ~RegistryWrap() override { Shutdown(); }
 
  private:
+  // In-flight calls first: their permits refer to the breakers. The store's
+  // threads stop when its last breaker is gone (a call still on the libuv
+  // pool holds its breaker until it returns).
+  void Shutdown() {
+    slots_.clear();
+    free_.clear();
+    registry_.reset();
+    store_.reset();
+  }
+  Registry& Reg(Napi::Env env) {
+    if (!registry_) throw Napi::Error::New(env, "Registry: closed");
+    return *registry_;
+  }
+  std::uint32_t Admit(std::shared_ptr<CircuitBreaker>& breaker, Permit permit) {
+    const std::uint32_t i = NewSlot();
+    CallSlot& slot = slots_[i];
+    slot.breaker = std::move(breaker);
+    slot.permit.emplace(std::move(permit));
+    slot.start = registry_->clock().Now();
+    return i;
+  }
+  static Napi::Value Refused(Napi::Env env, const Status& status) {
+    const std::optional<TimePoint> at = status.retry_at();
+    return Napi::Number::New(env, at ? -ToMs(*at) : -std::numeric_limits<double>::infinity());
+  }
+
   std::uint32_t NewSlot() {
     if (free_.empty()) {
       slots_.emplace_back();
@@ -176,23 +323,33 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
   }
 
   // acquire(key): a slot index >= 0 when permitted; else -retryAt (the
-  // clock's ms), or -Infinity when the breaker cannot say.
+  // clock's ms), or -Infinity when the breaker cannot say. With a shared
+  // state, a call that would wait for the store (the breaker's first, the
+  // one after a reconnect, the probe that ends OPEN) gets a promise of that
+  // number instead, settled once a libuv thread has asked the store.
   Napi::Value Acquire(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     const Utf8Arg key(env, info[0], "Registry.run(key): key");
-    Result<std::shared_ptr<CircuitBreaker>> breaker = registry_->Get(key.view());
+    Result<std::shared_ptr<CircuitBreaker>> breaker = Reg(env).Get(key.view());
     if (!breaker) throw Napi::Error::New(env, std::string(breaker.error().message()));
-    Result<Permit> permit = (*breaker)->TryAcquire();
+    std::optional<Result<Permit>> permit = (*breaker)->TryAcquireWithoutBlocking();
     if (!permit) {
-      const std::optional<TimePoint> at = permit.error().retry_at();
-      return Napi::Number::New(env, at ? -ToMs(*at) : -std::numeric_limits<double>::infinity());
+      auto* worker = new AcquireWorker(
+          env, info.This().As<Napi::Object>(), std::move(*breaker),
+          [this](Napi::Env e, std::shared_ptr<CircuitBreaker>& b, Result<Permit>& p) {
+            if (!p) return Refused(e, p.error());
+            if (!registry_) {
+              p->Ignore();
+              throw Napi::Error::New(e, "Registry: closed");
+            }
+            return Napi::Value(Napi::Number::New(e, Admit(b, std::move(*p))));
+          });
+      Napi::Promise promise = worker->promise();
+      worker->Queue();
+      return promise;
     }
-    const std::uint32_t i = NewSlot();
-    CallSlot& slot = slots_[i];
-    slot.breaker = std::move(*breaker);
-    slot.permit.emplace(std::move(*permit));
-    slot.start = registry_->clock().Now();
-    return Napi::Number::New(env, i);
+    if (!*permit) return Refused(env, permit->error());
+    return Napi::Number::New(env, Admit(*breaker, std::move(**permit)));
   }
 
   // finish(slot, outcome, openForMs?): 0 success, 1 failure, 2 no outcome
@@ -202,7 +359,7 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
   Napi::Value Finish(const Napi::CallbackInfo& info) {
     CallSlot& slot = SlotArg(info);
     const int outcome = info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 2;
-    const Duration elapsed = registry_->clock().Now() - slot.start;
+    const Duration elapsed = Reg(info.Env()).clock().Now() - slot.start;
     if (outcome == 0) {
       slot.permit->Success(elapsed);
     } else if (outcome == 1) {
@@ -222,7 +379,7 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
     Napi::Env env = info.Env();
     const Utf8Arg key(env, info[0], "runProviderCall(registry, key): key");
     std::variant<meta::ProviderCall, meta::ProviderError> started =
-        meta::ProviderCall::Start(*registry_, key.view());
+        meta::ProviderCall::Start(Reg(env), key.view());
     if (auto* refused = std::get_if<meta::ProviderError>(&started)) {
       return ProviderErrorObject(env, *refused, registry_->clock());
     }
@@ -263,37 +420,68 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
 
   Napi::Value StateOf(const Napi::CallbackInfo& info) {
     const Utf8Arg key(info.Env(), info[0], "Registry.state(key): key");
-    const std::shared_ptr<CircuitBreaker> b = registry_->Find(key.view());
+    const std::shared_ptr<CircuitBreaker> b = Reg(info.Env()).Find(key.view());
     if (!b) return info.Env().Undefined();
     return Napi::String::New(info.Env(), std::string(StateName(b->state())));
   }
   Napi::Value MetricsOf(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     const Utf8Arg key(env, info[0], "Registry.metrics(key): key");
-    const std::shared_ptr<CircuitBreaker> b = registry_->Find(key.view());
+    const std::shared_ptr<CircuitBreaker> b = Reg(env).Find(key.view());
     if (!b) return env.Undefined();
     return MetricsObject(env, b->metrics());
   }
   Napi::Value Size(const Napi::CallbackInfo& info) {
-    return Napi::Number::New(info.Env(), static_cast<double>(registry_->size()));
+    return Napi::Number::New(info.Env(), static_cast<double>(Reg(info.Env()).size()));
   }
   Napi::Value Sweep(const Napi::CallbackInfo& info) {
-    return Napi::Number::New(info.Env(), static_cast<double>(registry_->Sweep()));
+    return Napi::Number::New(info.Env(), static_cast<double>(Reg(info.Env()).Sweep()));
   }
   Napi::Value Keys(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     std::vector<std::string> keys;
-    registry_->ForEach([&](const std::string& key, CircuitBreaker&) { keys.push_back(key); });
+    Reg(env).ForEach([&](const std::string& key, CircuitBreaker&) { keys.push_back(key); });
     Napi::Array a = Napi::Array::New(env, keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) a.Set(static_cast<uint32_t>(i), keys[i]);
     return a;
   }
   Napi::Value NowMs(const Napi::CallbackInfo& info) {
-    return Napi::Number::New(info.Env(), ToMs(registry_->clock().Now()));
+    return Napi::Number::New(info.Env(), ToMs(Reg(info.Env()).clock().Now()));
+  }
+  // close(): drops every breaker and stops the store's threads on the libuv
+  // pool (once the calls still asking it there return). Idempotent.
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    std::shared_ptr<redis::RedisSharedState> store = store_;
+    Shutdown();
+    if (store) (new StoreCloser(info.Env(), std::move(store)))->Queue();
+    return info.Env().Undefined();
+  }
+  // fleetHealth(): undefined without options.redis; else { connected, and
+  // the store's counters }.
+  Napi::Value FleetHealth(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!store_) return env.Undefined();
+    const redis::SharedStateStats s = store_->stats();
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("connected", store_->healthy());
+    auto n = [&](const char* name, std::int64_t v) { o.Set(name, static_cast<double>(v)); };
+    n("commands", s.commands);
+    n("errors", s.errors);
+    n("refused", s.refused);
+    n("downPeriods", s.down_periods);
+    n("subscribes", s.subscribes);
+    n("events", s.events);
+    n("leasesGranted", s.leases_granted);
+    n("leasesBusy", s.leases_busy);
+    n("dropped", s.dropped);
+    n("resyncs", s.resyncs);
+    n("authFailures", s.auth_failures);
+    return o;
   }
 
   // Declared first: destroyed last.
   std::shared_ptr<testing::ManualClock> clock_owner_;
+  std::shared_ptr<redis::RedisSharedState> store_;
   std::unique_ptr<Registry> registry_;
   std::vector<CallSlot> slots_;
   std::vector<std::uint32_t> free_;

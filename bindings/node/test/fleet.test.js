@@ -1,0 +1,227 @@
+'use strict';
+// Registry({ redis }): the fleet's OPEN state and its one recovery probe
+// shared across Node processes through a real redis-server (started here on
+// a free loopback port), seed 000's sequence; fail-open and a free event loop
+// when Redis hangs or dies. Time is the system clock (Redis TTLs cannot be
+// driven by a ManualClock): short waits, generous bounded polls, no sleeps
+// as synchronisation.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { fork, spawnSync } = require('node:child_process');
+const path = require('node:path');
+const { Registry } = require('..');
+const { RedisServer, pollUntil } = require('./redis_server.js');
+
+const T = { timeout: 60000 };
+const POLL = 20000;  // bound of every poll: far above what any step needs
+const defaults = {
+  failureRateThreshold: 50, slidingWindowSize: 4, minimumNumberOfCalls: 4,
+  waitDurationInOpenState: 300, permittedNumberOfCallsInHalfOpenState: 1,
+};
+
+// A forked fleet_driver.js: ask(op, fields) sends one request and resolves
+// with its reply; events ({ event }) are counted in `events`.
+class Driver {
+  constructor() {
+    this.child = fork(path.join(__dirname, 'fleet_driver.js'), [], { stdio: 'inherit' });
+    this.pending = new Map();
+    this.events = [];
+    this.next = 0;
+    this.child.on('message', (m) => {
+      if (m.event) { this.events.push(m.event); return; }
+      const p = this.pending.get(m.id);
+      this.pending.delete(m.id);
+      if (m.error) p.reject(new Error(m.error)); else p.resolve(m);
+    });
+    this.exited = new Promise((r) => this.child.once('exit', (code) => r(code)));
+  }
+  ask(op, fields = {}) {
+    const id = ++this.next;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.child.send({ id, op, ...fields });
+    });
+  }
+  async end() {
+    if (this.child.connected) this.child.disconnect();
+    return this.exited;
+  }
+}
+
+test('one Node process trips a key; another rejects it, and exactly one of them probes', T, async (t) => {
+  const redis = await RedisServer.start();
+  const a = new Driver();
+  const b = new Driver();
+  t.after(async () => { a.child.kill(); b.child.kill(); await redis.stop(); });
+  const K = 'graph:read:1784';
+  await a.ask('init', { url: redis.url, defaults });
+  await b.ask('init', { url: redis.url, defaults });
+  // B holds the breaker (its first call re-reads the fleet's view).
+  assert.equal((await b.ask('ok', { key: K })).outcome, 'ran');
+
+  // A trips K with four failures.
+  assert.deepEqual((await a.ask('fail', { key: K, n: 4 })).outcomes,
+                   ['failed', 'failed', 'failed', 'failed']);
+  assert.equal((await a.ask('state', { key: K })).state, 'OPEN');
+  // B never saw a failure; the push reaches it asynchronously.
+  const seen = await pollUntil(async () => (await b.ask('state', { key: K })).state === 'OPEN', POLL);
+  assert.ok(seen, 'B never saw K OPEN');
+  const before = (await b.ask('state', { key: K })).actions;
+  const refused = await b.ask('ok', { key: K });
+  assert.equal(refused.outcome, 'rejected');
+  assert.equal(refused.actions, before, 'B ran its action while K was OPEN');
+
+  // Once both OPEN waits are over, both try at once: one action runs.
+  const waitOver = async (d) => {
+    const s = await d.ask('state', { key: K });
+    return s.metrics.retryAt !== null && s.metrics.retryAt <= s.now;
+  };
+  assert.ok(await pollUntil(async () => (await waitOver(a)) && (await waitOver(b)), POLL),
+            'the OPEN wait never ended');
+  // Redis times the fleet's OPEN from when it heard of the trip, a little
+  // after A's own clock: a round where both are refused (Redis still OPEN)
+  // is tried again. In the round that admits, one action runs and the other
+  // call is refused while it is still running.
+  let round;
+  const admitted = await pollUntil(async () => {
+    a.events.length = 0;
+    b.events.length = 0;
+    const tries = [a, b].map((d) => {
+      const t = { driver: d, settled: undefined };
+      t.reply = d.ask('held', { key: K }).then((r) => { t.settled = r; return r; });
+      return t;
+    });
+    const running = (t) => t.driver.events.includes('running');
+    assert.ok(await pollUntil(() => tries.some((t) => t.settled !== undefined) || tries.every(running), POLL),
+              'neither call answered');
+    assert.ok(!tries.every(running), 'both processes ran a probe');
+    const first = tries.find((t) => t.settled !== undefined);
+    assert.equal(first.settled.outcome, 'rejected', 'a held probe finished before its release');
+    const other = tries.find((t) => t !== first);
+    assert.ok(await pollUntil(() => other.settled !== undefined || running(other), POLL),
+              'the other call neither ran nor was refused');
+    if (other.settled !== undefined) {
+      assert.equal(other.settled.outcome, 'rejected');
+      return false;  // both refused: try again
+    }
+    round = { winner: other, loser: first };
+    return true;
+  }, POLL, 20);
+  assert.ok(admitted, 'no probe was ever admitted');
+  const winner = round.winner.driver;
+  const loser = round.loser.driver;
+  assert.deepEqual(loser.events, [], 'both processes ran a probe');
+  await winner.ask('release');
+  assert.equal((await round.winner.reply).outcome, 'ran');
+
+  // The probe's success closes K in both processes.
+  assert.equal((await winner.ask('state', { key: K })).state, 'CLOSED');
+  assert.ok(await pollUntil(async () => (await loser.ask('state', { key: K })).state === 'CLOSED', POLL),
+            'the loser never saw K close');
+  assert.equal((await loser.ask('ok', { key: K })).outcome, 'ran');
+  assert.equal((await winner.ask('ok', { key: K })).outcome, 'ran');
+  await a.ask('close');
+  await b.ask('close');
+  assert.equal(await a.end(), 0);
+  assert.equal(await b.end(), 0);
+});
+
+test('the steady state sends no Redis command per call', T, async (t) => {
+  const redis = await RedisServer.start();
+  const r = new Registry({ redis: redis.url, defaults });
+  t.after(async () => { r.close(); await redis.stop(); });
+  assert.equal(await r.run('k', () => 1), 1);  // the first call reads the fleet's view
+  assert.ok(await pollUntil(() => r.fleetHealth().connected, POLL), 'never connected');
+  // Connecting the subscriber marks every breaker for one re-read: the next
+  // call makes it (asynchronously).
+  assert.equal(await r.run('k', () => 2), 2);
+  const before = r.fleetHealth();
+  for (let i = 0; i < 2000; ++i) await r.run('k', () => i);
+  const after = r.fleetHealth();
+  // At most one read per resync (a reconnect under load), never one per call.
+  assert.ok(after.commands - before.commands <= after.resyncs - before.resyncs,
+            `${after.commands - before.commands} commands for 2000 calls`);
+});
+
+// Runs `calls` (a promise) while a setImmediate chain measures the longest
+// gap between turns of the event loop.
+async function longestGap(calls) {
+  let longest = 0;
+  let last = process.hrtime.bigint();
+  let running = true;
+  const tick = () => {
+    const now = process.hrtime.bigint();
+    longest = Math.max(longest, Number(now - last) / 1e6);
+    last = now;
+    if (running) setImmediate(tick);
+  };
+  setImmediate(tick);
+  try {
+    return { results: await calls, longest };
+  } finally {
+    running = false;
+  }
+}
+
+test('a hung, then dead, Redis: calls go on locally and the event loop never waits', T, async (t) => {
+  const redis = await RedisServer.start();
+  // Each command may wait 2 s: an event loop that waited for one would
+  // show a gap of seconds.
+  const r = new Registry({ redis: { url: redis.url, commandTimeoutMs: 2000, heartbeatMs: 100 }, defaults });
+  t.after(async () => { r.close(); await redis.stop(); });
+  assert.equal(await r.run('warm', () => 0), 0);
+  assert.ok(await pollUntil(() => r.fleetHealth().connected, POLL), 'never connected');
+
+  redis.pause();
+  // New keys (each first call asks Redis, on the libuv pool), a known key,
+  // and a trip then its probe: every call admitted, none refused by Redis.
+  const keys = Array.from({ length: 12 }, (_, i) => `new:${i}`);
+  const hung = await longestGap(Promise.all([
+    ...keys.map((k, i) => r.run(k, async () => i)),
+    ...Array.from({ length: 50 }, (_, i) => r.run('warm', () => i)),
+  ]));
+  assert.deepEqual(hung.results.slice(0, 12), keys.map((_, i) => i));
+  assert.ok(hung.longest < 1000, `the event loop stalled ${hung.longest} ms while Redis hung`);
+
+  await redis.stop();  // dead now: refused connections
+  for (let i = 0; i < 4; ++i) await assert.rejects(r.run('trip', () => { throw new Error('x'); }), /x/);
+  assert.equal(r.state('trip'), 'OPEN');  // the local breaker still decides
+  await assert.rejects(r.run('trip', () => 1), { code: 'EOPENBREAKER' });
+  const dead = await longestGap(Promise.all(Array.from({ length: 200 }, (_, i) => r.run(`dead:${i % 20}`, () => i))));
+  assert.equal(dead.results.length, 200);
+  assert.ok(dead.longest < 1000, `the event loop stalled ${dead.longest} ms while Redis was down`);
+  // The OPEN wait ends and the local probe is admitted (the lease fails open).
+  assert.ok(await pollUntil(async () => {
+    try { return (await r.run('trip', () => 'probe')) === 'probe'; } catch { return false; }
+  }, POLL), 'the probe was never admitted with Redis down');
+  assert.equal(r.fleetHealth().connected, false);
+});
+
+test('a process with an open Registry({ redis }) exits when its work is done', T, async (t) => {
+  const redis = await RedisServer.start();
+  t.after(() => redis.stop());
+  const script = `const { Registry } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    const r = new Registry({ redis: ${JSON.stringify(redis.url)} });
+    r.run('k', () => 42).then((v) => { if (v !== 42) process.exit(3); });`;
+  const child = spawnSync(process.execPath, ['-e', script], { timeout: 30000, encoding: 'utf8' });
+  assert.equal(child.error, undefined);
+  assert.equal(child.status, 0, child.stderr);
+});
+
+test('options.redis: a bad URL or option is a TypeError naming it, never the password', T, () => {
+  assert.throws(() => new Registry({ redis: 'redis://:s3cret@127.0.0.1:99999/0' }), (e) => {
+    assert.ok(e instanceof TypeError);
+    assert.match(e.message, /options\.redis/);
+    assert.doesNotMatch(e.message, /s3cret/);
+    return true;
+  });
+  assert.throws(() => new Registry({ redis: 'http://x' }), { name: 'TypeError', message: /options\.redis/ });
+  assert.throws(() => new Registry({ redis: 42 }), { name: 'TypeError', message: /options\.redis/ });
+  assert.throws(() => new Registry({ redis: { url: 'redis://127.0.0.1:1', heartbeatMs: -1 } }),
+                { name: 'RangeError', message: /options\.redis\.heartbeatMs/ });
+  const r = new Registry({});
+  assert.equal(r.fleetHealth(), undefined);
+  r.close();
+  assert.throws(() => r.state('k'), /closed/);
+  r.close();  // idempotent
+});

@@ -1,0 +1,62 @@
+'use strict';
+// A Node process of the fleet test (fleet.test.js): one Registry({ redis })
+// driven over IPC. Each message { id, op, ... } gets one reply { id, ... }.
+//   init { url, defaults }     the registry
+//   fail { key, n }            n failing calls; replies the outcomes
+//   ok { key }                 one succeeding call: 'ran' | 'rejected'
+//   held { key }               one call whose action waits for a 'release'
+//                              message: sends { event: 'running' } when it
+//                              starts; replies 'ran' | 'rejected'
+//   state { key }              state(key), metrics(key), nowMs()
+//   close                      registry.close()
+const { Registry } = require('..');
+
+let registry;
+let release;
+let actions = 0;
+
+async function outcome(promise) {
+  try {
+    await promise;
+    return 'ran';
+  } catch (e) {
+    return e.code === 'EOPENBREAKER' ? 'rejected' : 'failed';
+  }
+}
+
+const ops = {
+  init: (m) => {
+    registry = new Registry({ redis: { url: m.url, heartbeatMs: 100 }, defaults: m.defaults });
+    return {};
+  },
+  fail: async (m) => {
+    const outcomes = [];
+    for (let i = 0; i < m.n; ++i) {
+      outcomes.push(await outcome(registry.run(m.key, () => { ++actions; throw new Error('boom'); })));
+    }
+    return { outcomes };
+  },
+  ok: async (m) => ({ outcome: await outcome(registry.run(m.key, () => { ++actions; })), actions }),
+  held: async (m) => {
+    const result = await outcome(registry.run(m.key, () => {
+      ++actions;
+      process.send({ event: 'running' });
+      return new Promise((r) => { release = r; });
+    }));
+    return { outcome: result, actions };
+  },
+  release: () => { if (release) release(); return {}; },
+  state: (m) => ({ state: registry.state(m.key), metrics: registry.metrics(m.key),
+                   now: registry.nowMs(), actions, health: registry.fleetHealth() }),
+  close: () => { registry.close(); return {}; },
+};
+
+process.on('message', async (m) => {
+  let reply;
+  try {
+    reply = await ops[m.op](m);
+  } catch (e) {
+    reply = { error: String(e && e.stack) };
+  }
+  process.send({ id: m.id, ...reply });
+});

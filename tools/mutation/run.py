@@ -14,12 +14,14 @@ configured with the release preset in its own build directory; the covering
 targets are rebuilt (ccache makes the unmutated files cache hits) and the
 covering tests run. A mutant is:
   killed        a covering test failed (or timed out);
-  compile       the mutant did not build: killed by the compiler, counted apart;
+  compile       the mutant did not build (with -Werror, usually a replacement
+                that leaves a variable unused): says nothing of the tests, so
+                it is left out of the score and listed to be fixed;
   survived      every covering test passed: a missing test, or an
                 equivalent mutant not yet marked;
   equivalent    marked so in the list (not run);
   stale         its snippet does not occur exactly once (not run).
-The score is (killed + compile) / (killed + compile + survived).
+The score is killed / (killed + survived).
 
   tools/mutation/run.py                     # every mutant; report in build/mutation/
   tools/mutation/run.py --only registry     # mutants whose id matches a regex
@@ -233,7 +235,7 @@ def write_report(report, results, planned, elapsed, baseline):
     counts = {k: 0 for k in ("killed", "compile", "survived", "equivalent", "stale")}
     for _, r, _ in results:
         counts[r] += 1
-    caught = counts["killed"] + counts["compile"]
+    caught = counts["killed"]
     scored = caught + counts["survived"]
     score = f"{100.0 * caught / scored:.1f} %" if scored else "n/a"
     lines = [
@@ -243,7 +245,7 @@ def write_report(report, results, planned, elapsed, baseline):
         f"(baseline build and tests {baseline / 60:.1f} min).",
         "",
         f"- killed by a test: {counts['killed']}",
-        f"- killed by the compiler: {counts['compile']}",
+        f"- did not build (not scored; fix the replacement): {counts['compile']}",
         f"- survived: {counts['survived']}",
         f"- equivalent (not run): {counts['equivalent']}",
         f"- stale (not run): {counts['stale']}",
@@ -260,6 +262,11 @@ def write_report(report, results, planned, elapsed, baseline):
     if survivors:
         lines += ["", "## Survivors", ""]
         for m in survivors:
+            lines.append(f"- {m['id']}: `{m['original']}` -> `{m['replacement']}` in {m['file']}")
+    unbuilt = [m for m, r, _ in results if r == "compile"]
+    if unbuilt:
+        lines += ["", "## Did not build (fix the replacement so that it compiles)", ""]
+        for m in unbuilt:
             lines.append(f"- {m['id']}: `{m['original']}` -> `{m['replacement']}` in {m['file']}")
     report.write_text("\n".join(lines) + "\n", encoding="utf-8")
 

@@ -48,7 +48,7 @@ class Driver {
   }
 }
 
-test('one Node process trips a key; another rejects it, and exactly one of them probes', T, async (t) => {
+test('one Node process trips a key; another rejects it and serves its stale snapshot, and exactly one of them probes', T, async (t) => {
   const redis = await RedisServer.start();
   const a = new Driver();
   const b = new Driver();
@@ -56,8 +56,11 @@ test('one Node process trips a key; another rejects it, and exactly one of them 
   const K = 'graph:read:1784';
   await a.ask('init', { url: redis.url, defaults });
   await b.ask('init', { url: redis.url, defaults });
-  // B holds the breaker (its first call re-reads the fleet's view).
+  // B holds the breaker (its first call re-reads the fleet's view), and a
+  // snapshot of K's read from when the provider answered.
   assert.equal((await b.ask('ok', { key: K })).outcome, 'ran');
+  const fresh = await b.ask('read', { key: K, value: 'posts@1' });
+  assert.deepEqual([fresh.value, fresh.stale, fresh.source], ['posts@1', false, 'call']);
 
   // A trips K with four failures.
   assert.deepEqual((await a.ask('fail', { key: K, n: 4 })).outcomes,
@@ -70,6 +73,10 @@ test('one Node process trips a key; another rejects it, and exactly one of them 
   const refused = await b.ask('ok', { key: K });
   assert.equal(refused.outcome, 'rejected');
   assert.equal(refused.actions, before, 'B ran its action while K was OPEN');
+  // Seed 000: B's read is answered by its stale snapshot, the provider not called.
+  const stale = await b.ask('read', { key: K, value: 'posts@2' });
+  assert.deepEqual([stale.value, stale.stale, stale.source], ['posts@1', true, 'stale_snapshot']);
+  assert.equal(stale.actions, before, 'B called the provider while K was OPEN');
 
   // Once both OPEN waits are over, both try at once: one action runs.
   const waitOver = async (d) => {

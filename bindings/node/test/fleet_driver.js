@@ -7,11 +7,15 @@
 //   held { key }               one call whose action waits for a 'release'
 //                              message: sends { event: 'running' } when it
 //                              starts; replies 'ran' | 'rejected'
+//   read { key, value }        a stale-if-error read of key through the
+//                              registry (freshForMs 0: every read calls
+//                              unless refused): { value, stale, source }
 //   state { key }              state(key), metrics(key), nowMs()
 //   close                      registry.close()
-const { Registry } = require('..');
+const { Registry, StaleIfErrorReader } = require('..');
 
 let registry;
+const reader = new StaleIfErrorReader({ freshForMs: 0 });
 let release;
 let actions = 0;
 
@@ -44,6 +48,10 @@ const ops = {
       return new Promise((r) => { release = r; });
     }));
     return { outcome: result, actions };
+  },
+  read: async (m) => {
+    const r = await reader.read(m.key, () => registry.run(m.key, () => { ++actions; return m.value; }));
+    return { value: r.value, stale: r.stale, source: r.source, actions };
   },
   release: () => { if (release) release(); return {}; },
   state: (m) => ({ state: registry.state(m.key), metrics: registry.metrics(m.key),

@@ -94,17 +94,7 @@ class Registry {
       return Promise.reject(new TypeError('Registry.run(key, action): action must be a function'));
     }
     if (options !== undefined) return this.#runWith(key, action, options);
-    const nat = this._native;
-    let slot;
-    try {
-      slot = nat.acquire(key);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    // A promise: the breaker had to ask the fleet's store (options.redis),
-    // which a libuv thread did; the action runs once it has answered.
-    if (typeof slot !== 'number') return slot.then((s) => runPlain(nat, key, s, action));
-    return runPlain(nat, key, slot, action);
+    return withSlot(this._native, key, action, undefined, runPlain);
   }
 
   #runWith(key, action, options) {
@@ -115,17 +105,7 @@ class Registry {
     if (openForMs !== undefined && typeof openForMs !== 'function') {
       return Promise.reject(new TypeError('Registry.run: options.openForMs must be a function (error) => ms'));
     }
-    const nat = this._native;
-    let slot;
-    try {
-      slot = nat.acquire(key);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    if (typeof slot !== 'number') {
-      return slot.then((s) => runFiltered(nat, key, s, action, errorFilter, openForMs));
-    }
-    return runFiltered(nat, key, slot, action, errorFilter, openForMs);
+    return withSlot(this._native, key, action, { errorFilter, openForMs }, runFiltered);
   }
 
   // 'CLOSED', 'OPEN', ... of the breaker held for `key`, or undefined.
@@ -143,12 +123,27 @@ class Registry {
   fleetHealth() { return this._native.fleetHealth(); }
 }
 
+// Calls run(nat, key, slot, action, extra) with the slot acquire() gave for
+// key: at once, or, when acquire() answered with a promise (the breaker had
+// to ask the fleet's store, options.redis, which a libuv thread did), once
+// it has answered. A throw from acquire() rejects.
+function withSlot(nat, key, action, extra, run) {
+  let slot;
+  try {
+    slot = nat.acquire(key);
+  } catch (e) {
+    return Promise.reject(e);
+  }
+  if (typeof slot === 'number') return run(nat, key, slot, action, extra);
+  return slot.then((s) => run(nat, key, s, action, extra));
+}
+
 function runPlain(nat, key, slot, action) {
   if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot, nat.nowMs()));
   return settle(action, () => nat.finish(slot, 0), (e) => { nat.finish(slot, 1); throw e; });
 }
 
-function runFiltered(nat, key, slot, action, errorFilter, openForMs) {
+function runFiltered(nat, key, slot, action, { errorFilter, openForMs }) {
   if (slot < 0) return Promise.reject(new OpenBreakerError(key, -slot, nat.nowMs()));
   const failed = (e) => {
     let outcome = 1;

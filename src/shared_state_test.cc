@@ -72,6 +72,21 @@ class SharedStateTest : public ::testing::Test {
     ASSERT_EQ(b.state(), State::kOpen);
   }
 
+  // One instance tripped the circuit; `late`, made after it, missed the push
+  // and has not read the fleet's view yet (its TryAcquire() would).
+  struct LateInstance {
+    std::unique_ptr<CircuitBreaker> tripper;
+    std::unique_ptr<CircuitBreaker> late;
+    InProcessSharedState::Counters before;  // the store's counters once both exist
+  };
+  LateInstance TrippedThenLate() {
+    LateInstance f{Instance(), nullptr, {}};
+    Trip(*f.tripper);
+    f.late = Instance();
+    f.before = fleet_->counters();
+    return f;
+  }
+
   ManualClock clock_;
   std::shared_ptr<InProcessSharedState> fleet_;
 };
@@ -246,10 +261,7 @@ TEST_F(SharedStateTest, ANewInstanceLearnsOfAnOpenOnItsFirstCallWithOneRead) {
 }
 
 TEST_F(SharedStateTest, TryRejectNeverAsksTheStore) {
-  auto a = Instance();
-  Trip(*a);
-  auto late = Instance();  // Not read yet: TryAcquire() would read first.
-  const auto before = fleet_->counters();
+  auto [a, late, before] = TrippedThenLate();
   EXPECT_EQ(late->TryReject(), std::nullopt);
   EXPECT_EQ(fleet_->counters().reads, before.reads);
   // Once read, it refuses by itself for the rest of the wait.
@@ -269,10 +281,7 @@ TEST_F(SharedStateTest, TryRejectNeverAsksTheStore) {
 // and nullopt, with nothing changed or counted, where TryAcquire() would ask
 // the store; the caller then asks on a thread that may block.
 TEST_F(SharedStateTest, TryAcquireWithoutBlockingLeavesEveryStoreCallToTryAcquire) {
-  auto a = Instance();
-  Trip(*a);
-  auto late = Instance();  // Not read yet: TryAcquire() would read first.
-  const auto before = fleet_->counters();
+  auto [a, late, before] = TrippedThenLate();
   EXPECT_EQ(late->TryAcquireWithoutBlocking(), std::nullopt);
   EXPECT_EQ(fleet_->counters().reads, before.reads);
   EXPECT_EQ(late->state(), State::kClosed);

@@ -6,7 +6,8 @@
 #                configure, build, test; stops at the first failure
 #   make test-node  npm ci in bindings/node (its install script builds the addon with CMake),
 #                then npm test; needs Node.js >= 20 with its headers and npm (docs/node.md)
-#   make tidy    clang-tidy (the repo's .clang-tidy) on the library and modules; warnings fail
+#   make tidy    clang-tidy (the repo's .clang-tidy) on the library, the modules and the Node
+#                addon's sources; warnings fail
 #   make build-debug  configure + build the debug preset (gcc -O0, libstdc++ assertions)
 #   make demo    build release, then `fusebox sim default`, `fusebox compare` (the five presets)
 #                and seed 000's story through two gateways (apps/gateway/demo.sh)
@@ -124,10 +125,17 @@ format-check:
 CLANG_TIDY ?= clang-tidy
 TIDY_SOURCES = $(shell git ls-files -- 'src/*.cc' 'modules/*/src/*.cc' \
                  | grep -v -e '_test\.cc$$' -e '_test_fixture\.cc$$' -e '_main\.cc$$')
+# The Node addon's sources are checked against a compile database of their own
+# (configured, not built: build/node-tidy), which needs node-addon-api's headers.
+NODE_TIDY_SOURCES = $(shell git ls-files -- 'bindings/node/src/*.cc')
 tidy:
 	cmake --preset release >/dev/null
 	printf '%s\n' $(TIDY_SOURCES) \
 	  | xargs -r -P $(JOBS) -n 1 $(CLANG_TIDY) -p build/release --quiet --warnings-as-errors='*'
+	test -d bindings/node/node_modules/node-addon-api || (cd bindings/node && npm ci --ignore-scripts)
+	cmake -S bindings/node -B build/node-tidy -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >/dev/null
+	printf '%s\n' $(NODE_TIDY_SOURCES) \
+	  | xargs -r -P $(JOBS) -n 1 $(CLANG_TIDY) -p build/node-tidy --quiet --warnings-as-errors='*'
 
 build-debug: deps
 	cmake --preset debug

@@ -37,7 +37,9 @@ meta::Response ReadMetaResponse(Napi::Env env, const Napi::Value& value, std::st
       std::string name = names.Get(i).ToString().Utf8Value();
       const Napi::Value v = h.Get(name);
       if (!v.IsString() && !v.IsNumber()) {
-        throw Napi::TypeError::New(env, w + ".headers[\"" + name + "\"] must be a string");
+        std::string message = w;
+        message.append(".headers[\"").append(name).append("\"] must be a string");
+        throw Napi::TypeError::New(env, message);
       }
       r.headers.emplace_back(std::move(name), v.ToString().Utf8Value());
     }

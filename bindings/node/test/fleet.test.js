@@ -49,6 +49,25 @@ class Driver {
   }
 }
 
+// A redis-server and two forked drivers, each with its Registry({ redis }).
+async function fleetOfTwo(t) {
+  const redis = await RedisServer.start();
+  const a = new Driver();
+  const b = new Driver();
+  t.after(async () => { a.child.kill(); b.child.kill(); await redis.stop(); });
+  await a.ask('init', { url: redis.url, defaults });
+  await b.ask('init', { url: redis.url, defaults });
+  return { a, b };
+}
+
+// Closes both registries; each process then exits by itself, with status 0.
+async function closeBoth(a, b) {
+  await a.ask('close');
+  await b.ask('close');
+  assert.equal(await a.end(), 0);
+  assert.equal(await b.end(), 0);
+}
+
 // Once the OPEN wait of `circuit` is over in both processes, both call `op`
 // (a held action) on `key` at once: exactly one action runs, the other call
 // is refused while it is still running. Redis times the fleet's OPEN from
@@ -93,13 +112,8 @@ async function oneProbe(a, b, op, key, circuit = key) {
 }
 
 test('one Node process trips a key; another rejects it and serves its stale snapshot, and exactly one of them probes', T, async (t) => {
-  const redis = await RedisServer.start();
-  const a = new Driver();
-  const b = new Driver();
-  t.after(async () => { a.child.kill(); b.child.kill(); await redis.stop(); });
+  const { a, b } = await fleetOfTwo(t);
   const K = 'graph:read:1784';
-  await a.ask('init', { url: redis.url, defaults });
-  await b.ask('init', { url: redis.url, defaults });
   // B holds the breaker (its first call re-reads the fleet's view), and a
   // snapshot of K's read from when the provider answered.
   assert.equal((await b.ask('ok', { key: K })).outcome, 'ran');
@@ -133,10 +147,7 @@ test('one Node process trips a key; another rejects it and serves its stale snap
             'the loser never saw K close');
   assert.equal((await loser.ask('ok', { key: K })).outcome, 'ran');
   assert.equal((await winner.ask('ok', { key: K })).outcome, 'ran');
-  await a.ask('close');
-  await b.ask('close');
-  assert.equal(await a.end(), 0);
-  assert.equal(await b.end(), 0);
+  await closeBoth(a, b);
 });
 
 // Seed 000's Meta answers: a rate limit whose Retry-After (1 s, the shortest
@@ -161,14 +172,9 @@ async function actionsOf(...drivers) {
 }
 
 test('runProviderCall: a rate limit in one process opens the quota circuit in another, and exactly one probes', T, async (t) => {
-  const redis = await RedisServer.start();
-  const a = new Driver();
-  const b = new Driver();
-  t.after(async () => { a.child.kill(); b.child.kill(); await redis.stop(); });
+  const { a, b } = await fleetOfTwo(t);
   const K = providerCircuitKey('instagram', 'read', '17841400008460056');
   const quota = `${K}:quota`;
-  await a.ask('init', { url: redis.url, defaults });
-  await b.ask('init', { url: redis.url, defaults });
   // B holds K's circuits (its first call re-reads the fleet's view of both).
   assert.equal((await b.ask('provider', { key: K })).outcome, 'ran');
 
@@ -200,20 +206,12 @@ test('runProviderCall: a rate limit in one process opens the quota circuit in an
   assert.ok(await pollUntil(async () => (await loser.ask('state', { key: quota })).state === 'CLOSED', POLL),
             'the loser never saw the quota circuit close');
   assert.equal((await loser.ask('provider', { key: K })).outcome, 'ran');
-  await a.ask('close');
-  await b.ask('close');
-  assert.equal(await a.end(), 0);
-  assert.equal(await b.end(), 0);
+  await closeBoth(a, b);
 });
 
 test('runProviderCall: CONN_003 failures in one process open the transient circuit in another', T, async (t) => {
-  const redis = await RedisServer.start();
-  const a = new Driver();
-  const b = new Driver();
-  t.after(async () => { a.child.kill(); b.child.kill(); await redis.stop(); });
+  const { a, b } = await fleetOfTwo(t);
   const K = providerCircuitKey('instagram', 'publish', '17841400008460056');
-  await a.ask('init', { url: redis.url, defaults });
-  await b.ask('init', { url: redis.url, defaults });
   // Seed 000: at least 3 calls, more than half failed transiently.
   for (let i = 0; i < 3; ++i) {
     const r = await a.ask('provider', { key: K, response: unavailable });
@@ -231,10 +229,7 @@ test('runProviderCall: CONN_003 failures in one process open the transient circu
   assert.equal((await b.ask('state', { key: `${K}:transient` })).state, 'OPEN');
   // And refuses on the spot from then on.
   assert.equal((await b.ask('provider', { key: K })).outcome, 'rejected');
-  await a.ask('close');
-  await b.ask('close');
-  assert.equal(await a.end(), 0);
-  assert.equal(await b.end(), 0);
+  await closeBoth(a, b);
 });
 
 test('the steady state sends no Redis command per call', T, async (t) => {

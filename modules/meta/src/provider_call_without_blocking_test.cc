@@ -61,6 +61,14 @@ struct Fleet {
     return true;
   }
 
+  // Starts a call on `registry` and keeps it running (a probe holding the
+  // fleet's lease, when the wait of a circuit is over).
+  void StartRunning(Registry& registry) {
+    auto started = ProviderCall::Start(registry, key);
+    ASSERT_TRUE(std::holds_alternative<ProviderCall>(started));
+    running.push_back(std::get<ProviderCall>(std::move(started)));
+  }
+
   CircuitBreaker& Circuit(Registry& registry, const char* suffix) {
     return *registry.Find(key + ":" + suffix);
   }
@@ -239,9 +247,7 @@ TEST(ProviderCallWithoutBlocking, CompletingAPendingStartGivesWhatStartGives) {
          ASSERT_TRUE(f.Call(*f.here, nullptr));
          ASSERT_TRUE(f.Call(*f.other, &kRateLimited));
          f.clock.Advance(seconds(10) + Duration(1));
-         auto probe = ProviderCall::Start(*f.other, f.key);
-         ASSERT_TRUE(std::holds_alternative<ProviderCall>(probe));
-         f.running.push_back(std::get<ProviderCall>(std::move(probe)));
+         f.StartRunning(*f.other);
        },
        true},
       {"the transient circuit's wait over, its lease held elsewhere",
@@ -249,9 +255,7 @@ TEST(ProviderCallWithoutBlocking, CompletingAPendingStartGivesWhatStartGives) {
          ASSERT_TRUE(f.Call(*f.here, nullptr));
          for (int i = 0; i < 3; ++i) ASSERT_TRUE(f.Call(*f.other, &kTransient));
          f.clock.Advance(seconds(30) + Duration(1));
-         auto probe = ProviderCall::Start(*f.other, f.key);
-         ASSERT_TRUE(std::holds_alternative<ProviderCall>(probe));
-         f.running.push_back(std::get<ProviderCall>(std::move(probe)));
+         f.StartRunning(*f.other);
        },
        true},
   };

@@ -307,7 +307,13 @@ class ProviderCall {
 class PendingProviderCall {
  public:
   PendingProviderCall(PendingProviderCall&&) = default;
-  PendingProviderCall& operator=(PendingProviderCall&&) = default;
+  PendingProviderCall& operator=(PendingProviderCall&& other) noexcept {
+    // Our permit goes back while its circuits are still held.
+    transient_permit_.reset();
+    circuits_ = std::move(other.circuits_);
+    transient_permit_ = std::move(other.transient_permit_);
+    return *this;
+  }
 
   // The rest of the admission, asking the store where needed. Once.
   std::variant<ProviderCall, ProviderError> Complete() &&;

@@ -193,12 +193,20 @@ function runProviderCall(registry, key, action) {
     return Promise.reject(new TypeError('runProviderCall(registry, key, action): action must be a function'));
   }
   const nat = registry._native;
-  let slot;
+  let started;
   try {
-    slot = nat.providerStart(key);
+    started = nat.providerStart(key);
   } catch (e) {
     return Promise.reject(e);
   }
+  // A promise when the circuits had to ask the fleet's store (options.redis),
+  // which a libuv thread did: as withSlot() for Registry.run.
+  if (started instanceof Promise) return started.then((s) => runProvider(nat, s, action));
+  return runProvider(nat, started, action);
+}
+
+// runProviderCall with what providerStart() decided: a slot, or a refusal.
+function runProvider(nat, slot, action) {
   if (typeof slot !== 'number') return Promise.reject(new ProviderError(slot));
   const failed = (e) => {
     const response = errorResponse(e);

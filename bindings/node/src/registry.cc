@@ -10,19 +10,21 @@
 //
 // Fleet sharing (options.redis, docs/node.md "Fleet sharing (Redis)"): one
 // fusebox::redis::RedisSharedState is the shared_state of every breaker of
-// the default template. The event loop never waits for Redis: acquire() uses
-// TryAcquireWithoutBlocking(), and where it would ask the store (a view to
-// re-read, the probe lease that ends OPEN) an AcquireWorker makes the
-// blocking TryAcquire() on the libuv pool and resolves a promise of the slot.
+// the default template and of the two provider templates. The event loop
+// never waits for Redis: acquire() uses TryAcquireWithoutBlocking() and
+// providerStart() ProviderCall::StartWithoutBlocking(), and where either
+// would ask the store (a view to re-read, the probe lease that ends OPEN) a
+// PoolWorker makes the blocking call on the libuv pool and resolves a
+// promise of the slot.
 #include "fusebox/registry.h"
 
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -138,30 +140,30 @@ redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v) 
   return options;
 }
 
-// The blocking TryAcquire() of a call that TryAcquireWithoutBlocking() could
-// not decide, on the libuv pool; OnOK (the main thread) hands the permit to
-// the registry's slot table and resolves the promise acquire() returned.
-class AcquireWorker : public Napi::AsyncWorker {
+// A call that may wait for the fleet's store, made on the libuv pool (the
+// blocking TryAcquire() or PendingProviderCall::Complete() of a call that
+// the event loop could not decide): Execute() runs `work` there; OnOK (the
+// main thread) gives its result to `done`, whose value resolves the promise
+// the caller returned (a throw rejects it).
+template <typename Work, typename Done>
+class PoolWorker : public Napi::AsyncWorker {
  public:
-  using Done =
-      std::function<Napi::Value(Napi::Env, std::shared_ptr<CircuitBreaker>&, Result<Permit>&)>;
-  AcquireWorker(Napi::Env env, Napi::Object registry, std::shared_ptr<CircuitBreaker> breaker,
-                Done done)
-      : Napi::AsyncWorker(env, "fusebox:acquire"),
+  PoolWorker(Napi::Env env, const char* name, Napi::Object registry, Work work, Done done)
+      : Napi::AsyncWorker(env, name),
         deferred_(Napi::Promise::Deferred::New(env)),
         registry_(Napi::Persistent(registry)),
-        breaker_(std::move(breaker)),
+        work_(std::move(work)),
         done_(std::move(done)) {}
 
   Napi::Promise promise() const { return deferred_.Promise(); }
 
  protected:
-  void Execute() override { permit_.emplace(breaker_->TryAcquire()); }
+  void Execute() override { result_.emplace(work_()); }
   void OnOK() override {
     Napi::Env env = Env();
     Napi::HandleScope scope(env);
     try {
-      deferred_.Resolve(done_(env, breaker_, *permit_));
+      deferred_.Resolve(done_(env, *result_));
     } catch (const Napi::Error& e) {
       deferred_.Reject(e.Value());
     }
@@ -172,10 +174,21 @@ class AcquireWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   // Keeps the JS registry (and so the slot table) alive until OnOK.
   Napi::ObjectReference registry_;
-  std::shared_ptr<CircuitBreaker> breaker_;
-  std::optional<Result<Permit>> permit_;
+  // They hold the breakers: declared before the result (a permit), so
+  // destroyed after it.
+  Work work_;
   Done done_;
+  std::optional<std::invoke_result_t<Work&>> result_;
 };
+
+// Queues `work` on the libuv pool and returns the promise of done(result).
+template <typename Work, typename Done>
+Napi::Promise OnPool(Napi::Env env, const char* name, Napi::Object registry, Work work, Done done) {
+  auto* worker = new PoolWorker<Work, Done>(env, name, registry, std::move(work), std::move(done));
+  Napi::Promise promise = worker->promise();
+  worker->Queue();
+  return promise;
+}
 
 // Destroys the store on the libuv pool: its destructor joins the store's
 // threads (about 50 ms), which close() must not make the event loop wait for.
@@ -267,6 +280,7 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
       throw Napi::RangeError::New(env, "Registry: " + std::string(created.error().message()));
     clock_owner_ = std::move(clock.owner);
     registry_ = std::move(*created);
+    if (store_) ShareProviderCircuits(env);
   }
 
   ~RegistryWrap() override { Shutdown(); }
@@ -280,6 +294,21 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
     free_.clear();
     registry_.reset();
     store_.reset();
+  }
+  // runProviderCall's two circuits (the meta templates) share the store too,
+  // as the gateway's do; their probe lease is the gateway's default, 30 s
+  // (CircuitBreakerConfig's): the longest a probe may take before another
+  // process may probe, should its holder hang or die.
+  void ShareProviderCircuits(Napi::Env env) {
+    for (const auto& [name, config] :
+         {std::pair(meta::kTransientConfigName, meta::TransientCircuitConfig()),
+          std::pair(meta::kQuotaConfigName, meta::QuotaCircuitConfig())}) {
+      CircuitBreakerConfig shared = config;
+      shared.shared_state = store_;
+      if (Status s = registry_->AddConfig(std::string(name), std::move(shared)); !s.ok()) {
+        throw Napi::Error::New(env, "Registry: " + std::string(s.message()));
+      }
+    }
   }
   Registry& Reg(Napi::Env env) {
     if (!registry_) throw Napi::Error::New(env, "Registry: closed");
@@ -334,9 +363,10 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
     if (!breaker) throw Napi::Error::New(env, std::string(breaker.error().message()));
     std::optional<Result<Permit>> permit = (*breaker)->TryAcquireWithoutBlocking();
     if (!permit) {
-      auto* worker = new AcquireWorker(
-          env, info.This().As<Napi::Object>(), std::move(*breaker),
-          [this](Napi::Env e, std::shared_ptr<CircuitBreaker>& b, Result<Permit>& p) {
+      std::shared_ptr<CircuitBreaker> b = std::move(*breaker);
+      return OnPool(
+          env, "fusebox:acquire", info.This().As<Napi::Object>(), [b] { return b->TryAcquire(); },
+          [this, b](Napi::Env e, Result<Permit>& p) mutable {
             if (!p) return Refused(e, p.error());
             if (!registry_) {
               p->Ignore();
@@ -344,9 +374,6 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
             }
             return Napi::Value(Napi::Number::New(e, Admit(b, std::move(*p))));
           });
-      Napi::Promise promise = worker->promise();
-      worker->Queue();
-      return promise;
     }
     if (!*permit) return Refused(env, permit->error());
     return Napi::Number::New(env, Admit(*breaker, std::move(**permit)));
@@ -374,12 +401,30 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
   }
 
   // providerStart(key): a slot index, or the rejection as a ProviderError
-  // object (CONN_003 or CONN_008, circuitOpen true).
+  // object (CONN_003 or CONN_008, circuitOpen true). With a shared state, a
+  // start that would wait for the store (as acquire()'s would) gets a promise
+  // of that value instead, settled once a libuv thread has completed it.
   Napi::Value ProviderStart(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     const Utf8Arg key(env, info[0], "runProviderCall(registry, key): key");
-    std::variant<meta::ProviderCall, meta::ProviderError> started =
-        meta::ProviderCall::Start(Reg(env), key.view());
+    std::variant<meta::ProviderCall, meta::ProviderError, meta::PendingProviderCall> started =
+        meta::ProviderCall::StartWithoutBlocking(Reg(env), key.view());
+    if (auto* pending = std::get_if<meta::PendingProviderCall>(&started)) {
+      return OnPool(
+          env, "fusebox:providerStart", info.This().As<Napi::Object>(),
+          [start = std::move(*pending)]() mutable { return std::move(start).Complete(); },
+          [this](Napi::Env e, std::variant<meta::ProviderCall, meta::ProviderError>& done) {
+            // Closed meanwhile: the call is dropped (its permits given back).
+            if (!registry_) throw Napi::Error::New(e, "Registry: closed");
+            return ProviderStarted(e, done);
+          });
+    }
+    return ProviderStarted(env, started);
+  }
+  // The value of a start that decided (`started` holds a ProviderCall or a
+  // ProviderError): a slot, or the refusal's object.
+  template <typename Started>
+  Napi::Value ProviderStarted(Napi::Env env, Started& started) {
     if (auto* refused = std::get_if<meta::ProviderError>(&started)) {
       return ProviderErrorObject(env, *refused, registry_->clock());
     }

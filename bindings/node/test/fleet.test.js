@@ -1,15 +1,16 @@
 'use strict';
 // Registry({ redis }): the fleet's OPEN state and its one recovery probe
 // shared across Node processes through a real redis-server (started here on
-// a free loopback port), seed 000's sequence; fail-open and a free event loop
-// when Redis hangs or dies. Time is the system clock (Redis TTLs cannot be
+// a free loopback port), seed 000's sequence, for Registry.run and for
+// runProviderCall's two circuits; fail-open and a free event loop when Redis
+// hangs or dies. Time is the system clock (Redis TTLs cannot be
 // driven by a ManualClock): short waits, generous bounded polls, no sleeps
 // as synchronisation.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { fork, spawnSync } = require('node:child_process');
 const path = require('node:path');
-const { Registry } = require('..');
+const { Registry, providerCircuitKey, runProviderCall } = require('..');
 const { RedisServer, pollUntil } = require('./redis_server.js');
 
 const T = { timeout: 60000 };
@@ -48,14 +49,71 @@ class Driver {
   }
 }
 
-test('one Node process trips a key; another rejects it and serves its stale snapshot, and exactly one of them probes', T, async (t) => {
+// A redis-server and two forked drivers, each with its Registry({ redis }).
+async function fleetOfTwo(t) {
   const redis = await RedisServer.start();
   const a = new Driver();
   const b = new Driver();
   t.after(async () => { a.child.kill(); b.child.kill(); await redis.stop(); });
-  const K = 'graph:read:1784';
   await a.ask('init', { url: redis.url, defaults });
   await b.ask('init', { url: redis.url, defaults });
+  return { a, b };
+}
+
+// Closes both registries; each process then exits by itself, with status 0.
+async function closeBoth(a, b) {
+  await a.ask('close');
+  await b.ask('close');
+  assert.equal(await a.end(), 0);
+  assert.equal(await b.end(), 0);
+}
+
+// Once the OPEN wait of `circuit` is over in both processes, both call `op`
+// (a held action) on `key` at once: exactly one action runs, the other call
+// is refused while it is still running. Redis times the fleet's OPEN from
+// when it heard of the trip, a little after the tripper's own clock: a round
+// where both are refused (Redis still OPEN) is tried again. Returns the
+// winner, whose action is still held, the loser, and the winner's reply.
+async function oneProbe(a, b, op, key, circuit = key) {
+  const waitOver = async (d) => {
+    const s = await d.ask('state', { key: circuit });
+    return s.metrics.retryAt !== null && s.metrics.retryAt <= s.now;
+  };
+  assert.ok(await pollUntil(async () => (await waitOver(a)) && (await waitOver(b)), POLL),
+            'the OPEN wait never ended');
+  let round;
+  const admitted = await pollUntil(async () => {
+    a.events.length = 0;
+    b.events.length = 0;
+    const tries = [a, b].map((d) => {
+      const t = { driver: d, settled: undefined };
+      t.reply = d.ask(op, { key }).then((r) => { t.settled = r; return r; });
+      return t;
+    });
+    const running = (t) => t.driver.events.includes('running');
+    assert.ok(await pollUntil(() => tries.some((t) => t.settled !== undefined) || tries.every(running), POLL),
+              'neither call answered');
+    assert.ok(!tries.every(running), 'both processes ran a probe');
+    const first = tries.find((t) => t.settled !== undefined);
+    assert.equal(first.settled.outcome, 'rejected', 'a held probe finished before its release');
+    const other = tries.find((t) => t !== first);
+    assert.ok(await pollUntil(() => other.settled !== undefined || running(other), POLL),
+              'the other call neither ran nor was refused');
+    if (other.settled !== undefined) {
+      assert.equal(other.settled.outcome, 'rejected');
+      return false;  // both refused: try again
+    }
+    round = { winner: other, loser: first };
+    return true;
+  }, POLL, 20);
+  assert.ok(admitted, 'no probe was ever admitted');
+  assert.deepEqual(round.loser.driver.events, [], 'both processes ran a probe');
+  return { winner: round.winner.driver, loser: round.loser.driver, reply: round.winner.reply };
+}
+
+test('one Node process trips a key; another rejects it and serves its stale snapshot, and exactly one of them probes', T, async (t) => {
+  const { a, b } = await fleetOfTwo(t);
+  const K = 'graph:read:1784';
   // B holds the breaker (its first call re-reads the fleet's view), and a
   // snapshot of K's read from when the provider answered.
   assert.equal((await b.ask('ok', { key: K })).outcome, 'ran');
@@ -79,47 +137,9 @@ test('one Node process trips a key; another rejects it and serves its stale snap
   assert.equal(stale.actions, before, 'B called the provider while K was OPEN');
 
   // Once both OPEN waits are over, both try at once: one action runs.
-  const waitOver = async (d) => {
-    const s = await d.ask('state', { key: K });
-    return s.metrics.retryAt !== null && s.metrics.retryAt <= s.now;
-  };
-  assert.ok(await pollUntil(async () => (await waitOver(a)) && (await waitOver(b)), POLL),
-            'the OPEN wait never ended');
-  // Redis times the fleet's OPEN from when it heard of the trip, a little
-  // after A's own clock: a round where both are refused (Redis still OPEN)
-  // is tried again. In the round that admits, one action runs and the other
-  // call is refused while it is still running.
-  let round;
-  const admitted = await pollUntil(async () => {
-    a.events.length = 0;
-    b.events.length = 0;
-    const tries = [a, b].map((d) => {
-      const t = { driver: d, settled: undefined };
-      t.reply = d.ask('held', { key: K }).then((r) => { t.settled = r; return r; });
-      return t;
-    });
-    const running = (t) => t.driver.events.includes('running');
-    assert.ok(await pollUntil(() => tries.some((t) => t.settled !== undefined) || tries.every(running), POLL),
-              'neither call answered');
-    assert.ok(!tries.every(running), 'both processes ran a probe');
-    const first = tries.find((t) => t.settled !== undefined);
-    assert.equal(first.settled.outcome, 'rejected', 'a held probe finished before its release');
-    const other = tries.find((t) => t !== first);
-    assert.ok(await pollUntil(() => other.settled !== undefined || running(other), POLL),
-              'the other call neither ran nor was refused');
-    if (other.settled !== undefined) {
-      assert.equal(other.settled.outcome, 'rejected');
-      return false;  // both refused: try again
-    }
-    round = { winner: other, loser: first };
-    return true;
-  }, POLL, 20);
-  assert.ok(admitted, 'no probe was ever admitted');
-  const winner = round.winner.driver;
-  const loser = round.loser.driver;
-  assert.deepEqual(loser.events, [], 'both processes ran a probe');
+  const { winner, loser, reply } = await oneProbe(a, b, 'held', K);
   await winner.ask('release');
-  assert.equal((await round.winner.reply).outcome, 'ran');
+  assert.equal((await reply).outcome, 'ran');
 
   // The probe's success closes K in both processes.
   assert.equal((await winner.ask('state', { key: K })).state, 'CLOSED');
@@ -127,10 +147,89 @@ test('one Node process trips a key; another rejects it and serves its stale snap
             'the loser never saw K close');
   assert.equal((await loser.ask('ok', { key: K })).outcome, 'ran');
   assert.equal((await winner.ask('ok', { key: K })).outcome, 'ran');
-  await a.ask('close');
-  await b.ask('close');
-  assert.equal(await a.end(), 0);
-  assert.equal(await b.end(), 0);
+  await closeBoth(a, b);
+});
+
+// Seed 000's Meta answers: a rate limit whose Retry-After (1 s, the shortest
+// a recovery hint gives) opens the quota circuit, and a 5xx.
+const rateLimited = {
+  status: 429,
+  headers: { 'retry-after': '1', 'content-type': 'application/json; charset=UTF-8' },
+  body: JSON.stringify({ error: { message: '(#80002) There have been too many calls to this Instagram account.',
+                                  type: 'OAuthException', code: 80002, fbtrace_id: 'AbC1dEfGhIjKlMn' } }),
+};
+const unavailable = {
+  status: 503,
+  headers: { 'content-type': 'application/json; charset=UTF-8' },
+  body: JSON.stringify({ error: { message: 'Service temporarily unavailable', type: 'OAuthException',
+                                  code: 2, is_transient: true } }),
+};
+
+async function actionsOf(...drivers) {
+  let n = 0;
+  for (const d of drivers) n += (await d.ask('state', { key: 'any' })).actions;
+  return n;
+}
+
+test('runProviderCall: a rate limit in one process opens the quota circuit in another, and exactly one probes', T, async (t) => {
+  const { a, b } = await fleetOfTwo(t);
+  const K = providerCircuitKey('instagram', 'read', '17841400008460056');
+  const quota = `${K}:quota`;
+  // B holds K's circuits (its first call re-reads the fleet's view of both).
+  assert.equal((await b.ask('provider', { key: K })).outcome, 'ran');
+
+  // A: Meta answers 429 with Retry-After: 1. CONN_008 opens A's quota circuit.
+  const limited = await a.ask('provider', { key: K, response: rateLimited });
+  assert.deepEqual([limited.outcome, limited.code, limited.circuitOpen, limited.retryAfterSeconds],
+                   ['failed', 'CONN_008', false, 1]);
+  assert.equal((await a.ask('state', { key: quota })).state, 'OPEN');
+  assert.equal((await a.ask('state', { key: `${K}:transient` })).state, 'CLOSED');
+  // B never called Meta for it; the push reaches it asynchronously. Its call
+  // is refused as the quota circuit refuses, and its action never runs.
+  assert.ok(await pollUntil(async () => (await b.ask('state', { key: quota })).state === 'OPEN', POLL),
+            'B never saw the quota circuit OPEN');
+  const before = (await b.ask('state', { key: quota })).actions;
+  const refused = await b.ask('provider', { key: K });
+  assert.deepEqual([refused.outcome, refused.code, refused.circuitOpen], ['rejected', 'CONN_008', true]);
+  assert.ok(refused.retryAfterSeconds >= 1, `retryAfterSeconds ${refused.retryAfterSeconds}`);
+  assert.equal(refused.actions, before, 'B called Meta while the quota circuit was OPEN');
+
+  // The recovery time over, both try at once: one action runs in the fleet.
+  const actions = await actionsOf(a, b);
+  const { winner, loser, reply } = await oneProbe(a, b, 'providerHeld', K, quota);
+  assert.equal((await winner.ask('state', { key: quota })).state, 'HALF_OPEN');
+  assert.equal(await actionsOf(a, b), actions + 1, 'not exactly one probe across both processes');
+  await winner.ask('release');
+  assert.equal((await reply).outcome, 'ran');
+  // Its success closes the quota circuit in both.
+  assert.equal((await winner.ask('state', { key: quota })).state, 'CLOSED');
+  assert.ok(await pollUntil(async () => (await loser.ask('state', { key: quota })).state === 'CLOSED', POLL),
+            'the loser never saw the quota circuit close');
+  assert.equal((await loser.ask('provider', { key: K })).outcome, 'ran');
+  await closeBoth(a, b);
+});
+
+test('runProviderCall: CONN_003 failures in one process open the transient circuit in another', T, async (t) => {
+  const { a, b } = await fleetOfTwo(t);
+  const K = providerCircuitKey('instagram', 'publish', '17841400008460056');
+  // Seed 000: at least 3 calls, more than half failed transiently.
+  for (let i = 0; i < 3; ++i) {
+    const r = await a.ask('provider', { key: K, response: unavailable });
+    assert.deepEqual([r.outcome, r.code, r.circuitOpen], ['failed', 'CONN_003', false]);
+  }
+  assert.equal((await a.ask('state', { key: `${K}:transient` })).state, 'OPEN');
+  assert.equal((await a.ask('state', { key: `${K}:quota` })).state, 'CLOSED');
+  // B never called K: its first call reads the fleet's view (on the libuv
+  // pool) and is refused, its action never run.
+  const refused = await b.ask('provider', { key: K });
+  assert.deepEqual([refused.outcome, refused.code, refused.circuitOpen], ['rejected', 'CONN_003', true]);
+  assert.ok(refused.retryAfterSeconds > 0 && refused.retryAfterSeconds <= 30,
+            `retryAfterSeconds ${refused.retryAfterSeconds}`);
+  assert.equal(refused.actions, 0, 'B called Meta while the transient circuit was OPEN');
+  assert.equal((await b.ask('state', { key: `${K}:transient` })).state, 'OPEN');
+  // And refuses on the spot from then on.
+  assert.equal((await b.ask('provider', { key: K })).outcome, 'rejected');
+  await closeBoth(a, b);
 });
 
 test('the steady state sends no Redis command per call', T, async (t) => {
@@ -182,12 +281,16 @@ test('a hung, then dead, Redis: calls go on locally and the event loop never wai
   redis.pause();
   // New keys (each first call asks Redis, on the libuv pool), a known key,
   // and a trip then its probe: every call admitted, none refused by Redis.
+  // runProviderCall's circuits as well: new ones ask Redis for both views.
   const keys = Array.from({ length: 12 }, (_, i) => `new:${i}`);
+  const providerKeys = Array.from({ length: 6 }, (_, i) => providerCircuitKey('instagram', 'read', `${i}`));
   const hung = await longestGap(Promise.all([
     ...keys.map((k, i) => r.run(k, async () => i)),
+    ...providerKeys.map((k, i) => runProviderCall(r, k, async () => `posts@${i}`)),
     ...Array.from({ length: 50 }, (_, i) => r.run('warm', () => i)),
   ]));
   assert.deepEqual(hung.results.slice(0, 12), keys.map((_, i) => i));
+  assert.deepEqual(hung.results.slice(12, 18), providerKeys.map((_, i) => `posts@${i}`));
   assert.ok(hung.longest < 1000, `the event loop stalled ${hung.longest} ms while Redis hung`);
 
   await redis.stop();  // dead now: refused connections
@@ -202,6 +305,21 @@ test('a hung, then dead, Redis: calls go on locally and the event loop never wai
     try { return (await r.run('trip', () => 'probe')) === 'probe'; } catch { return false; }
   }, POLL), 'the probe was never admitted with Redis down');
   assert.equal(r.fleetHealth().connected, false);
+});
+
+test('runProviderCall: close() while a start asks Redis rejects the call as closed, its action never run', T, async (t) => {
+  const redis = await RedisServer.start();
+  const r = new Registry({ redis: { url: redis.url, commandTimeoutMs: 200 } });
+  t.after(() => redis.stop());
+  // Hung: no one (neither this call nor the store's own refresh) can read
+  // the new circuits' views before close(), so the start is surely pending.
+  redis.pause();
+  let called = false;
+  const call = runProviderCall(r, providerCircuitKey('instagram', 'read', '1'), () => { called = true; });
+  assert.equal(called, false, 'admitted without asking Redis');
+  r.close();
+  await assert.rejects(call, /Registry: closed/);
+  assert.equal(called, false);
 });
 
 test('a process with an open Registry({ redis }) exits when its work is done', T, async (t) => {

@@ -10,22 +10,41 @@
 //   read { key, value }        a stale-if-error read of key through the
 //                              registry (freshForMs 0: every read calls
 //                              unless refused): { value, stale, source }
+//   provider { key, response? } one runProviderCall(registry, key): its action
+//                              succeeds, or throws an error carrying the Meta
+//                              `response` ({ status, headers, body });
+//                              replies the outcome and the ProviderError's
+//                              code, circuitOpen, retryAfterSeconds
+//   providerHeld { key }       as held, through runProviderCall
 //   state { key }              state(key), metrics(key), nowMs()
 //   close                      registry.close()
-const { Registry, StaleIfErrorReader } = require('..');
+const { Registry, StaleIfErrorReader, runProviderCall } = require('..');
 
 let registry;
 const reader = new StaleIfErrorReader({ freshForMs: 0 });
 let release;
 let actions = 0;
 
+// A refusal (the action not called) is 'rejected': Registry.run's
+// OpenBreakerError, or runProviderCall's ProviderError with circuitOpen.
+function rejected(e) {
+  return e.code === 'EOPENBREAKER' || e.circuitOpen === true;
+}
+
 async function outcome(promise) {
   try {
     await promise;
     return 'ran';
   } catch (e) {
-    return e.code === 'EOPENBREAKER' ? 'rejected' : 'failed';
+    return rejected(e) ? 'rejected' : 'failed';
   }
+}
+
+// An action that waits for a 'release' message, saying when it starts.
+function heldAction() {
+  ++actions;
+  process.send({ event: 'running' });
+  return new Promise((r) => { release = r; });
 }
 
 const ops = {
@@ -41,14 +60,23 @@ const ops = {
     return { outcomes };
   },
   ok: async (m) => ({ outcome: await outcome(registry.run(m.key, () => { ++actions; })), actions }),
-  held: async (m) => {
-    const result = await outcome(registry.run(m.key, () => {
-      ++actions;
-      process.send({ event: 'running' });
-      return new Promise((r) => { release = r; });
-    }));
-    return { outcome: result, actions };
+  held: async (m) => ({ outcome: await outcome(registry.run(m.key, heldAction)), actions }),
+  provider: async (m) => {
+    try {
+      await runProviderCall(registry, m.key, async () => {
+        ++actions;
+        if (m.response === undefined) return 'posts';
+        const e = new Error(`graph api ${m.response.status}`);
+        e.response = m.response;
+        throw e;
+      });
+      return { outcome: 'ran', actions };
+    } catch (e) {
+      return { outcome: rejected(e) ? 'rejected' : 'failed', code: e.code, circuitOpen: e.circuitOpen,
+               retryAfterSeconds: e.retryAfterSeconds, actions };
+    }
   },
+  providerHeld: async (m) => ({ outcome: await outcome(runProviderCall(registry, m.key, heldAction)), actions }),
   read: async (m) => {
     const r = await reader.read(m.key, () => registry.run(m.key, () => { ++actions; return m.value; }));
     return { value: r.value, stale: r.stale, source: r.source, actions };

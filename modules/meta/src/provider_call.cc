@@ -250,18 +250,43 @@ Outcome QuotaOutcome(const ProviderError* error, Duration elapsed) {
 
 std::variant<ProviderPermits, ProviderError> Admit(CircuitBreaker& transient, CircuitBreaker& quota,
                                                    Clock& clock) {
-  if (std::optional<ProviderError> refused = RejectWithoutPermit(transient, quota, clock)) {
-    return *refused;
+  std::optional<Permit> transient_permit;
+  // Allowed to wait, every step decides: never nullopt.
+  return *AdmitFrom(transient, quota, clock, transient_permit, StoreWait::kAllowed);
+}
+
+namespace {
+
+// `breaker`'s permit or refusal; nullopt where it would ask its store and
+// `wait` forbids that.
+std::optional<Result<Permit>> Ask(CircuitBreaker& breaker, StoreWait wait) {
+  if (wait == StoreWait::kNever) return breaker.TryAcquireWithoutBlocking();
+  return breaker.TryAcquire();
+}
+
+}  // namespace
+
+std::optional<std::variant<ProviderPermits, ProviderError>> AdmitFrom(
+    CircuitBreaker& transient, CircuitBreaker& quota, Clock& clock,
+    std::optional<Permit>& transient_permit, StoreWait wait) {
+  if (!transient_permit) {
+    if (std::optional<ProviderError> refused = RejectWithoutPermit(transient, quota, clock)) {
+      return *refused;
+    }
+    std::optional<Result<Permit>> outer = Ask(transient, wait);
+    if (!outer) return std::nullopt;
+    if (!*outer) return RejectionError(ConnCode::kConn003Transient, outer->error(), clock);
+    transient_permit.emplace(*std::move(*outer));
   }
-  Result<Permit> outer = transient.TryAcquire();
-  if (!outer) return RejectionError(ConnCode::kConn003Transient, outer.error(), clock);
-  Result<Permit> inner = quota.TryAcquire();
-  if (!inner) {
+  std::optional<Result<Permit>> inner = Ask(quota, wait);
+  if (!inner) return std::nullopt;
+  Permit outer = std::exchange(transient_permit, std::nullopt).value();
+  if (!*inner) {
     // Meta was not called: nothing to say about transient failures.
-    outer->Ignore();
-    return RejectionError(ConnCode::kConn008RateLimit, inner.error(), clock);
+    outer.Ignore();
+    return RejectionError(ConnCode::kConn008RateLimit, inner->error(), clock);
   }
-  return ProviderPermits(*std::move(outer), *std::move(inner), clock);
+  return ProviderPermits(std::move(outer), *std::move(*inner), clock);
 }
 
 void ProviderPermits::Finish(const ProviderError* error) {
@@ -306,15 +331,45 @@ ProviderCircuits GetProviderCircuits(Registry& registry, std::string_view key) {
   return c;
 }
 
+std::variant<ProviderCall, ProviderError> ProviderCall::From(
+    ProviderCircuits circuits, std::variant<internal::ProviderPermits, ProviderError> admitted) {
+  if (ProviderError* refused = std::get_if<ProviderError>(&admitted)) return *refused;
+  return ProviderCall(std::move(circuits),
+                      std::get<internal::ProviderPermits>(std::move(admitted)));
+}
+
 std::variant<ProviderCall, ProviderError> ProviderCall::Start(Registry& registry,
                                                               std::string_view key) {
   assert(!key.empty() && "a provider call needs a key (ProviderCircuitKey)");
   ProviderCircuits circuits = GetProviderCircuits(registry, key);
   std::variant<internal::ProviderPermits, ProviderError> admitted =
       internal::Admit(*circuits.transient, *circuits.quota, registry.clock());
-  if (ProviderError* refused = std::get_if<ProviderError>(&admitted)) return *refused;
-  return ProviderCall(std::move(circuits),
-                      std::get<internal::ProviderPermits>(std::move(admitted)));
+  return From(std::move(circuits), std::move(admitted));
+}
+
+std::variant<ProviderCall, ProviderError, PendingProviderCall> ProviderCall::StartWithoutBlocking(
+    Registry& registry, std::string_view key) {
+  assert(!key.empty() && "a provider call needs a key (ProviderCircuitKey)");
+  ProviderCircuits circuits = GetProviderCircuits(registry, key);
+  std::optional<Permit> transient_permit;
+  std::optional<std::variant<internal::ProviderPermits, ProviderError>> admitted =
+      internal::AdmitFrom(*circuits.transient, *circuits.quota, registry.clock(), transient_permit,
+                          internal::StoreWait::kNever);
+  if (!admitted) return PendingProviderCall(std::move(circuits), std::move(transient_permit));
+  using Started = std::variant<ProviderCall, ProviderError, PendingProviderCall>;
+  return std::visit(
+      [](auto&& decided) -> Started { return std::forward<decltype(decided)>(decided); },
+      From(std::move(circuits), *std::move(admitted)));
+}
+
+std::variant<ProviderCall, ProviderError> PendingProviderCall::Complete() && {
+  // The registry may be gone by now; its clock, which its breakers use,
+  // outlives them.
+  CircuitBreaker& transient = *circuits_.transient;
+  std::optional<std::variant<internal::ProviderPermits, ProviderError>> admitted =
+      internal::AdmitFrom(transient, *circuits_.quota, transient.clock(), transient_permit_,
+                          internal::StoreWait::kAllowed);
+  return ProviderCall::From(std::move(circuits_), *std::move(admitted));
 }
 
 std::optional<ProviderError> RejectIfOpen(Registry& registry, std::string_view key) {

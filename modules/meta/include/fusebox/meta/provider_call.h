@@ -202,6 +202,19 @@ class ProviderPermits {
 std::variant<ProviderPermits, ProviderError> Admit(CircuitBreaker& transient, CircuitBreaker& quota,
                                                    Clock& clock);
 
+// Whether an admission may wait for a circuit's shared state.
+enum class StoreWait : std::uint8_t { kAllowed, kNever };
+
+// Admit(), resumable: from the start while `transient_permit` is empty, else
+// from the quota circuit with that permit taken. With StoreWait::kNever each
+// circuit is asked with TryAcquireWithoutBlocking(), and where one would ask
+// its store the admission stops there: nullopt, with `transient_permit`
+// holding the transient permit once it was taken. With kAllowed it always
+// decides. `transient_permit` is empty whenever a decision is returned.
+std::optional<std::variant<ProviderPermits, ProviderError>> AdmitFrom(
+    CircuitBreaker& transient, CircuitBreaker& quota, Clock& clock,
+    std::optional<Permit>& transient_permit, StoreWait wait);
+
 // The two breakers of a key, lent for one synchronous call (Registry::Borrow).
 struct BorrowedCircuits {
   BorrowedBreaker transient;
@@ -237,10 +250,22 @@ std::optional<ProviderError> RejectIfOpen(Registry& registry, std::string_view k
 //   });
 //
 // Start() may block where TryAcquire() may (a circuit with a shared state);
-// without one it never blocks.
+// without one it never blocks. A thread that must never wait (an event loop)
+// uses StartWithoutBlocking() instead.
+class PendingProviderCall;
 class ProviderCall {
  public:
   static std::variant<ProviderCall, ProviderError> Start(Registry& registry, std::string_view key);
+
+  // Start() for a thread that must never wait for a circuit's shared state
+  // (the Node binding's event loop): the same decisions, in the same order,
+  // recorded the same way, each circuit asked with TryAcquireWithoutBlocking().
+  // Where a circuit would ask its store (a view to re-read, the probe lease
+  // that ends OPEN), the start stops there and returns a PendingProviderCall,
+  // whose Complete() on a thread that may block finishes it. Without a shared
+  // state it never returns one.
+  static std::variant<ProviderCall, ProviderError, PendingProviderCall> StartWithoutBlocking(
+      Registry& registry, std::string_view key);
 
   ProviderCall(ProviderCall&&) = default;
   ProviderCall& operator=(ProviderCall&&) = default;
@@ -251,13 +276,58 @@ class ProviderCall {
   void FinishWithException() && { permits_.FinishWithException(); }
 
  private:
+  friend class PendingProviderCall;
   ProviderCall(ProviderCircuits circuits, internal::ProviderPermits permits)
       : circuits_(std::move(circuits)), permits_(std::move(permits)) {}
+  // The call, or the refusal, of an admission that decided.
+  static std::variant<ProviderCall, ProviderError> From(
+      ProviderCircuits circuits, std::variant<internal::ProviderPermits, ProviderError> admitted);
 
   // Kept alive while the call is pending (a registry may drop them meanwhile);
   // declared first, so destroyed after the permits.
   ProviderCircuits circuits_;
   internal::ProviderPermits permits_;
+};
+
+// A ProviderCall::StartWithoutBlocking() stopped where a circuit would ask
+// its shared state. Complete() asks it (TryAcquire(), which may block for the
+// store's timeout) and goes on exactly as Start() would from there: the call
+// or the refusal. Dropped without Complete(), it gives back the transient
+// permit it may hold. It holds its circuits, so it may outlive the registry.
+//
+//   auto started = ProviderCall::StartWithoutBlocking(registry, key);   // on the loop
+//   if (auto* pending = std::get_if<PendingProviderCall>(&started)) {
+//     pool.Run([p = std::move(*pending)]() mutable {
+//       std::variant<ProviderCall, ProviderError> call = std::move(p).Complete();
+//       loop.Post(...);                       // back to the loop with the call
+//     });
+//   }
+//
+// Thread-compatible: move it to the thread that completes it.
+class PendingProviderCall {
+ public:
+  PendingProviderCall(PendingProviderCall&&) = default;
+  PendingProviderCall& operator=(PendingProviderCall&& other) noexcept {
+    // Our permit goes back while its circuits are still held.
+    transient_permit_.reset();
+    circuits_ = std::move(other.circuits_);
+    transient_permit_ = std::move(other.transient_permit_);
+    return *this;
+  }
+
+  // The rest of the admission, asking the store where needed. Once.
+  std::variant<ProviderCall, ProviderError> Complete() &&;
+
+ private:
+  friend class ProviderCall;
+  PendingProviderCall(ProviderCircuits circuits, std::optional<Permit> transient_permit)
+      : circuits_(std::move(circuits)), transient_permit_(std::move(transient_permit)) {}
+
+  // Declared first, so destroyed after the permit.
+  ProviderCircuits circuits_;
+  // The transient circuit's permit, when it was taken without blocking (the
+  // quota circuit is the one that must ask its store).
+  std::optional<Permit> transient_permit_;
 };
 
 // Runs `fn` (returning ProviderResult<T>) under the two circuits of `key`, as

@@ -29,8 +29,8 @@
 
 #include "addon.h"
 #include "classify_meta.h"
+#include "fleet_store.h"
 #include "fusebox/meta/provider_call.h"
-#include "fusebox/redis/options.h"
 #include "fusebox/redis/shared_state.h"
 
 namespace fusebox::node {
@@ -88,108 +88,6 @@ Napi::Object ProviderErrorObject(Napi::Env env, const meta::ProviderError& e, Cl
   o.Set("message", e.message());
   return o;
 }
-
-// options.redis: a URL string, or { url, prefix?, heartbeatMs?,
-// commandTimeoutMs? }. Errors name options.redis and never echo the URL (it
-// may hold a password): ParseRedisUrl's messages do not.
-redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v) {
-  const char* where = "Registry: options.redis";
-  Napi::Value url = v;
-  Napi::Object o;
-  if (v.IsObject()) {
-    o = v.As<Napi::Object>();
-    url = o.Get("url");
-  }
-  if (!url.IsString()) {
-    throw Napi::TypeError::New(
-        env, std::string(where) +
-                 " must be a redis:// or rediss:// URL string, or { url, prefix?, heartbeatMs?, "
-                 "commandTimeoutMs? }");
-  }
-  Result<redis::ConnectionOptions> connection =
-      redis::ParseRedisUrl(url.As<Napi::String>().Utf8Value());
-  if (!connection) {
-    throw Napi::TypeError::New(
-        env, std::string(where) + ": " + std::string(connection.error().message()));
-  }
-  redis::SharedStateOptions options;
-  options.connection = std::move(*connection);
-  if (!o.IsEmpty()) {
-    const Napi::Value prefix = o.Get("prefix");
-    if (!prefix.IsUndefined()) {
-      if (!prefix.IsString()) {
-        throw Napi::TypeError::New(env, std::string(where) + ".prefix must be a string");
-      }
-      options.prefix = prefix.As<Napi::String>().Utf8Value();
-    }
-    auto millis = [&](const char* name, Duration& out) {
-      const Napi::Value m = o.Get(name);
-      if (m.IsUndefined()) return;
-      const double d = m.IsNumber() ? m.As<Napi::Number>().DoubleValue() : -1;
-      if (!m.IsNumber() || !(d > 0 && d <= 3.6e6)) {
-        throw Napi::RangeError::New(
-            env, std::string(where) + "." + name + " must be a number of ms in (0, 3600000]");
-      }
-      out = FromMs(d);
-    };
-    millis("heartbeatMs", options.heartbeat);
-    millis("commandTimeoutMs", options.connection.command_timeout);
-  }
-  return options;
-}
-
-// The blocking TryAcquire() of a call that TryAcquireWithoutBlocking() could
-// not decide, on the libuv pool; OnOK (the main thread) hands the permit to
-// the registry's slot table and resolves the promise acquire() returned.
-class AcquireWorker : public Napi::AsyncWorker {
- public:
-  using Done =
-      std::function<Napi::Value(Napi::Env, std::shared_ptr<CircuitBreaker>&, Result<Permit>&)>;
-  AcquireWorker(Napi::Env env, Napi::Object registry, std::shared_ptr<CircuitBreaker> breaker,
-                Done done)
-      : Napi::AsyncWorker(env, "fusebox:acquire"),
-        deferred_(Napi::Promise::Deferred::New(env)),
-        registry_(Napi::Persistent(registry)),
-        breaker_(std::move(breaker)),
-        done_(std::move(done)) {}
-
-  Napi::Promise promise() const { return deferred_.Promise(); }
-
- protected:
-  void Execute() override { permit_.emplace(breaker_->TryAcquire()); }
-  void OnOK() override {
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
-    try {
-      deferred_.Resolve(done_(env, breaker_, *permit_));
-    } catch (const Napi::Error& e) {
-      deferred_.Reject(e.Value());
-    }
-  }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
- private:
-  Napi::Promise::Deferred deferred_;
-  // Keeps the JS registry (and so the slot table) alive until OnOK.
-  Napi::ObjectReference registry_;
-  std::shared_ptr<CircuitBreaker> breaker_;
-  std::optional<Result<Permit>> permit_;
-  Done done_;
-};
-
-// Destroys the store on the libuv pool: its destructor joins the store's
-// threads (about 50 ms), which close() must not make the event loop wait for.
-class StoreCloser : public Napi::AsyncWorker {
- public:
-  StoreCloser(Napi::Env env, std::shared_ptr<redis::RedisSharedState> store)
-      : Napi::AsyncWorker(env, "fusebox:close"), store_(std::move(store)) {}
-
- protected:
-  void Execute() override { store_.reset(); }
-
- private:
-  std::shared_ptr<redis::RedisSharedState> store_;
-};
 
 class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
  public:
@@ -251,7 +149,8 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
       ReadConfig(env, o.Get("defaults"), "defaults", options.default_config);
       const Napi::Value redis_option = o.Get("redis");
       if (!redis_option.IsUndefined()) {
-        redis::SharedStateOptions fleet = ReadRedisOptions(env, redis_option);
+        redis::SharedStateOptions fleet =
+            ReadRedisOptions(env, redis_option, "Registry: options.redis");
         Result<std::shared_ptr<redis::RedisSharedState>> store =
             redis::RedisSharedState::Create(std::move(fleet));
         if (!store) {
@@ -461,22 +360,7 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
   Napi::Value FleetHealth(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!store_) return env.Undefined();
-    const redis::SharedStateStats s = store_->stats();
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("connected", store_->healthy());
-    auto n = [&](const char* name, std::int64_t v) { o.Set(name, static_cast<double>(v)); };
-    n("commands", s.commands);
-    n("errors", s.errors);
-    n("refused", s.refused);
-    n("downPeriods", s.down_periods);
-    n("subscribes", s.subscribes);
-    n("events", s.events);
-    n("leasesGranted", s.leases_granted);
-    n("leasesBusy", s.leases_busy);
-    n("dropped", s.dropped);
-    n("resyncs", s.resyncs);
-    n("authFailures", s.auth_failures);
-    return o;
+    return FleetHealthObject(env, *store_);
   }
 
   // Declared first: destroyed last.

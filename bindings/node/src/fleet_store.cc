@@ -1,0 +1,125 @@
+// bindings/node/src/fleet_store.cc: options.redis, and the process's table
+// of Redis stores (fleet_store.h).
+#include "fleet_store.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "addon.h"
+#include "fusebox/internal/mutex.h"
+#include "fusebox/redis/options.h"
+
+namespace fusebox::node {
+namespace {
+
+// The stores alive, by identity. Weak: a breaker's reference keeps a store
+// alive, the table never does. Expired entries are dropped as the table is
+// walked. Never destroyed (a store may outlive static destruction's turn).
+struct StoreTable {
+  internal::Mutex mu;
+  std::map<std::string, std::weak_ptr<redis::RedisSharedState>, std::less<>> stores
+      FUSEBOX_GUARDED_BY(mu);
+};
+
+StoreTable& Table() {
+  static auto* table = new StoreTable;
+  return *table;
+}
+
+}  // namespace
+
+redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v,
+                                           std::string_view where, std::string* identity) {
+  const std::string at(where);
+  Napi::Value url = v;
+  Napi::Object o;
+  if (v.IsObject()) {
+    o = v.As<Napi::Object>();
+    url = o.Get("url");
+  }
+  if (!url.IsString()) {
+    throw Napi::TypeError::New(
+        env, at +
+                 " must be a redis:// or rediss:// URL string, or { url, prefix?, heartbeatMs?, "
+                 "commandTimeoutMs? }");
+  }
+  const std::string text = url.As<Napi::String>().Utf8Value();
+  Result<redis::ConnectionOptions> connection = redis::ParseRedisUrl(text);
+  if (!connection) {
+    throw Napi::TypeError::New(env, at + ": " + std::string(connection.error().message()));
+  }
+  redis::SharedStateOptions options;
+  options.connection = std::move(*connection);
+  if (!o.IsEmpty()) {
+    const Napi::Value prefix = o.Get("prefix");
+    if (!prefix.IsUndefined()) {
+      if (!prefix.IsString()) throw Napi::TypeError::New(env, at + ".prefix must be a string");
+      options.prefix = prefix.As<Napi::String>().Utf8Value();
+    }
+    auto millis = [&](const char* name, Duration& out) {
+      const Napi::Value m = o.Get(name);
+      if (m.IsUndefined()) return;
+      const double d = m.IsNumber() ? m.As<Napi::Number>().DoubleValue() : -1;
+      if (!m.IsNumber() || !(d > 0 && d <= 3.6e6)) {
+        throw Napi::RangeError::New(env,
+                                    at + "." + name + " must be a number of ms in (0, 3600000]");
+      }
+      out = FromMs(d);
+    };
+    millis("heartbeatMs", options.heartbeat);
+    millis("commandTimeoutMs", options.connection.command_timeout);
+  }
+  if (identity != nullptr) {
+    // '\n' cannot occur in a valid URL, so the fields cannot run together.
+    *identity = text + '\n' + options.prefix + '\n' +
+                std::to_string(options.heartbeat.count()) + '\n' +
+                std::to_string(options.connection.command_timeout.count());
+  }
+  return options;
+}
+
+Result<std::shared_ptr<redis::RedisSharedState>> FleetStore(const std::string& identity,
+                                                            redis::SharedStateOptions options) {
+  StoreTable& table = Table();
+  internal::MutexLock lock(&table.mu);
+  std::weak_ptr<redis::RedisSharedState>& entry = table.stores[identity];
+  if (std::shared_ptr<redis::RedisSharedState> alive = entry.lock()) return alive;
+  Result<std::shared_ptr<redis::RedisSharedState>> made =
+      redis::RedisSharedState::Create(std::move(options));
+  if (!made) {
+    table.stores.erase(identity);
+    return made;
+  }
+  entry = *made;
+  return made;
+}
+
+std::size_t FleetStoreCount() {
+  StoreTable& table = Table();
+  internal::MutexLock lock(&table.mu);
+  std::erase_if(table.stores, [](const auto& e) { return e.second.expired(); });
+  return table.stores.size();
+}
+
+Napi::Object FleetHealthObject(Napi::Env env, const redis::RedisSharedState& store) {
+  const redis::SharedStateStats s = store.stats();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("connected", store.healthy());
+  auto n = [&](const char* name, std::int64_t v) { o.Set(name, static_cast<double>(v)); };
+  n("commands", s.commands);
+  n("errors", s.errors);
+  n("refused", s.refused);
+  n("downPeriods", s.down_periods);
+  n("subscribes", s.subscribes);
+  n("events", s.events);
+  n("leasesGranted", s.leases_granted);
+  n("leasesBusy", s.leases_busy);
+  n("dropped", s.dropped);
+  n("resyncs", s.resyncs);
+  n("authFailures", s.auth_failures);
+  return o;
+}
+
+}  // namespace fusebox::node

@@ -1,0 +1,112 @@
+// bindings/node/src/fleet_store.h: the Redis stores of fleet sharing
+// (options.redis, docs/node.md "Fleet sharing (Redis)"), as the addon's
+// classes share them.
+//
+// A fusebox::redis::RedisSharedState has threads and connections, so a
+// process keeps one per distinct (URL, prefix, heartbeat, command timeout):
+// every CoreBreaker (and CircuitBreaker with resilience4j) naming the same
+// one shares it. The process-wide table holds weak references only: a store
+// lives while a breaker uses it, and whoever drops the last reference
+// destroys it (off the event loop through StoreCloser, where it can).
+//
+// Thread-safe: FleetStore() and FleetStoreCount() may run on any JS thread
+// (worker_threads share the table).
+#ifndef FUSEBOX_NODE_FLEET_STORE_H_
+#define FUSEBOX_NODE_FLEET_STORE_H_
+
+#include <napi.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "fusebox/circuit_breaker.h"
+#include "fusebox/redis/shared_state.h"
+#include "fusebox/result.h"
+
+namespace fusebox::node {
+
+// options.redis: a URL string, or { url, prefix?, heartbeatMs?,
+// commandTimeoutMs? }. Throws a TypeError (RangeError for a number out of
+// range) starting with `where` (e.g. "Registry: options.redis"); no message
+// echoes the URL (it may hold a password): ParseRedisUrl's messages do not.
+// When `identity` is given it receives the key FleetStore() shares stores
+// by: the URL as written and the options (never shown to anyone).
+redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v,
+                                           std::string_view where,
+                                           std::string* identity = nullptr);
+
+// The process's store for `identity`, made from `options` when none is
+// alive. Fails as RedisSharedState::Create() does (kInvalidArgument).
+Result<std::shared_ptr<redis::RedisSharedState>> FleetStore(const std::string& identity,
+                                                            redis::SharedStateOptions options);
+
+// Stores alive in the process (made by FleetStore() and not yet destroyed).
+std::size_t FleetStoreCount();
+
+// fleetHealth(): { connected, and the store's counters (stats()) }.
+Napi::Object FleetHealthObject(Napi::Env env, const redis::RedisSharedState& store);
+
+// The blocking TryAcquire() of a call that TryAcquireWithoutBlocking() could
+// not decide, on the libuv pool; OnOK (the main thread) hands the permit to
+// `done`, which files it in its owner's slot table, and resolves the promise
+// with what `done` returns (or rejects it with what `done` throws).
+class AcquireWorker : public Napi::AsyncWorker {
+ public:
+  using Done =
+      std::function<Napi::Value(Napi::Env, std::shared_ptr<CircuitBreaker>&, Result<Permit>&)>;
+  AcquireWorker(Napi::Env env, Napi::Object owner, std::shared_ptr<CircuitBreaker> breaker,
+                Done done)
+      : Napi::AsyncWorker(env, "fusebox:acquire"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        owner_(Napi::Persistent(owner)),
+        breaker_(std::move(breaker)),
+        done_(std::move(done)) {}
+
+  Napi::Promise promise() const { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override { permit_.emplace(breaker_->TryAcquire()); }
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    try {
+      deferred_.Resolve(done_(env, breaker_, *permit_));
+    } catch (const Napi::Error& e) {
+      deferred_.Reject(e.Value());
+    }
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  // Keeps the JS owner (a registry or breaker, and so its slot table) alive
+  // until OnOK.
+  Napi::ObjectReference owner_;
+  std::shared_ptr<CircuitBreaker> breaker_;
+  std::optional<Result<Permit>> permit_;
+  Done done_;
+};
+
+// Drops `held` (a store, or a breaker that holds one) on the libuv pool: the
+// last reference to a store joins its threads (about 50 ms), which close()
+// must not make the event loop wait for.
+class StoreCloser : public Napi::AsyncWorker {
+ public:
+  StoreCloser(Napi::Env env, std::shared_ptr<void> held)
+      : Napi::AsyncWorker(env, "fusebox:close"), held_(std::move(held)) {}
+
+ protected:
+  void Execute() override { held_.reset(); }
+
+ private:
+  std::shared_ptr<void> held_;
+};
+
+}  // namespace fusebox::node
+
+#endif  // FUSEBOX_NODE_FLEET_STORE_H_

@@ -123,8 +123,9 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
   // With options.redis, a call that would ask the store gets a promise of
   // that number instead, settled once a libuv thread has asked it.
   Napi::Value TryAcquire(const Napi::CallbackInfo& info) {
-    if (store_) return TryAcquireShared(info);
-    Result<Permit> permit = Breaker(info.Env()).TryAcquire();
+    // One test for both: a store to ask, or closed (TryAcquireShared throws).
+    if (store_ || !breaker_) return TryAcquireShared(info);
+    Result<Permit> permit = breaker_->TryAcquire();
     if (!permit) return Refused(info.Env(), permit.error());
     return Napi::Number::New(info.Env(), Admit(std::move(*permit)));
   }
@@ -180,11 +181,11 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
   // tryAcquire() on the breaker's clock. Throws an Error with code ENOPERMIT
   // naming `method` for anything but a pending slot's index.
   Permit TakePermit(const Napi::CallbackInfo& info, const char* method, Duration* elapsed) {
-    Breaker(info.Env());  // a closed breaker says so, not ENOPERMIT
     const double d = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
     if (!(d >= 0 && d < static_cast<double>(slots_.size())) ||
         static_cast<double>(static_cast<std::size_t>(d)) != d ||
         !slots_[static_cast<std::size_t>(d)]) {
+      Breaker(info.Env());  // a closed breaker says so (close() emptied the table)
       // Only a number is printed: converting anything else could run JS.
       const std::string shown =
           info[0].IsNumber() ? info[0].ToString().Utf8Value() : std::string("(not a number)");

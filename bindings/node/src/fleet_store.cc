@@ -41,9 +41,8 @@ redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v,
   }
   if (!url.IsString()) {
     throw Napi::TypeError::New(
-        env, at +
-                 " must be a redis:// or rediss:// URL string, or { url, prefix?, heartbeatMs?, "
-                 "commandTimeoutMs? }");
+        env, at + " must be a redis:// or rediss:// URL string, or { url, prefix?, heartbeatMs?, "
+                  "commandTimeoutMs? }");
   }
   const std::string text = url.As<Napi::String>().Utf8Value();
   Result<redis::ConnectionOptions> connection = redis::ParseRedisUrl(text);
@@ -73,9 +72,8 @@ redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v,
   }
   if (identity != nullptr) {
     // '\n' cannot occur in a valid URL, so the fields cannot run together.
-    *identity = text + '\n' + options.prefix + '\n' +
-                std::to_string(options.heartbeat.count()) + '\n' +
-                std::to_string(options.connection.command_timeout.count());
+    *identity = text + '\n' + options.prefix + '\n' + std::to_string(options.heartbeat.count()) +
+                '\n' + std::to_string(options.connection.command_timeout.count());
   }
   return options;
 }

@@ -37,8 +37,7 @@ namespace fusebox::node {
 // When `identity` is given it receives the key FleetStore() shares stores
 // by: the URL as written and the options (never shown to anyone).
 redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v,
-                                           std::string_view where,
-                                           std::string* identity = nullptr);
+                                           std::string_view where, std::string* identity = nullptr);
 
 // The process's store for `identity`, made from `options` when none is
 // alive. Fails as RedisSharedState::Create() does (kInvalidArgument).

@@ -6,7 +6,7 @@
 //   init { url, defaults, api? }  the registry (or the breakers' options)
 //   fail { key, n }            n failing calls; replies the outcomes
 //   ok { key }                 one succeeding call: 'ran' | 'rejected'
-//   try { key }                as ok, with a refusal's code and retryAt
+//   try { key }                as ok, with a refusal's code, retryAt, retryAfterMs
 //   held { key }               one call whose action waits for a 'release'
 //                              message: sends { event: 'running' } when it
 //                              starts; replies 'ran' | 'rejected'
@@ -74,7 +74,7 @@ const ops = {
       await registry.run(m.key, () => { ++actions; });
       return { outcome: 'ran', actions };
     } catch (e) {
-      return { outcome: 'rejected', code: e.code, retryAt: e.retryAt, actions };
+      return { outcome: 'rejected', code: e.code, retryAt: e.retryAt, retryAfterMs: e.retryAfterMs, actions };
     }
   },
   held: async (m) => {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -27,6 +28,42 @@ StoreTable& Table() {
   static auto* table = new StoreTable;
   return *table;
 }
+
+// AcquireOnPool()'s work: Execute on the libuv pool, OnOK on the JS thread.
+class AcquireWorker : public Napi::AsyncWorker {
+ public:
+  AcquireWorker(Napi::Env env, Napi::Object owner, std::shared_ptr<CircuitBreaker> breaker,
+                AcquireDone done)
+      : Napi::AsyncWorker(env, "fusebox:acquire"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        owner_(Napi::Persistent(owner)),
+        breaker_(std::move(breaker)),
+        done_(std::move(done)) {}
+
+  Napi::Promise promise() const { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override { permit_.emplace(breaker_->TryAcquire()); }
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    try {
+      deferred_.Resolve(done_(env, breaker_, *permit_));
+    } catch (const Napi::Error& e) {
+      deferred_.Reject(e.Value());
+    }
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  // Keeps the JS owner (a registry or breaker, and so its slot table) alive
+  // until OnOK.
+  Napi::ObjectReference owner_;
+  std::shared_ptr<CircuitBreaker> breaker_;
+  std::optional<Result<Permit>> permit_;
+  AcquireDone done_;
+};
 
 }  // namespace
 
@@ -99,6 +136,14 @@ std::size_t FleetStoreCount() {
   internal::MutexLock lock(&table.mu);
   std::erase_if(table.stores, [](const auto& e) { return e.second.expired(); });
   return table.stores.size();
+}
+
+Napi::Promise AcquireOnPool(Napi::Env env, Napi::Object owner,
+                            std::shared_ptr<CircuitBreaker> breaker, AcquireDone done) {
+  auto* worker = new AcquireWorker(env, owner, std::move(breaker), std::move(done));
+  Napi::Promise promise = worker->promise();
+  worker->Queue();
+  return promise;
 }
 
 Napi::Object FleetHealthObject(Napi::Env env, const redis::RedisSharedState& store) {

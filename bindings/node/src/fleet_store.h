@@ -19,7 +19,6 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -51,45 +50,16 @@ std::size_t FleetStoreCount();
 Napi::Object FleetHealthObject(Napi::Env env, const redis::RedisSharedState& store);
 
 // The blocking TryAcquire() of a call that TryAcquireWithoutBlocking() could
-// not decide, on the libuv pool; OnOK (the main thread) hands the permit to
-// `done`, which files it in its owner's slot table, and resolves the promise
-// with what `done` returns (or rejects it with what `done` throws).
-class AcquireWorker : public Napi::AsyncWorker {
- public:
-  using Done =
-      std::function<Napi::Value(Napi::Env, std::shared_ptr<CircuitBreaker>&, Result<Permit>&)>;
-  AcquireWorker(Napi::Env env, Napi::Object owner, std::shared_ptr<CircuitBreaker> breaker,
-                Done done)
-      : Napi::AsyncWorker(env, "fusebox:acquire"),
-        deferred_(Napi::Promise::Deferred::New(env)),
-        owner_(Napi::Persistent(owner)),
-        breaker_(std::move(breaker)),
-        done_(std::move(done)) {}
-
-  Napi::Promise promise() const { return deferred_.Promise(); }
-
- protected:
-  void Execute() override { permit_.emplace(breaker_->TryAcquire()); }
-  void OnOK() override {
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
-    try {
-      deferred_.Resolve(done_(env, breaker_, *permit_));
-    } catch (const Napi::Error& e) {
-      deferred_.Reject(e.Value());
-    }
-  }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
- private:
-  Napi::Promise::Deferred deferred_;
-  // Keeps the JS owner (a registry or breaker, and so its slot table) alive
-  // until OnOK.
-  Napi::ObjectReference owner_;
-  std::shared_ptr<CircuitBreaker> breaker_;
-  std::optional<Result<Permit>> permit_;
-  Done done_;
-};
+// not decide, made on the libuv pool; back on the JS thread the permit goes
+// to `done`, which files it in its owner's slot table. Returns a promise of
+// what `done` returns (rejected with what it throws). `owner` (the JS
+// registry or breaker, and so its slot table) is kept alive until then.
+// Defined out of line: the callers' hot paths stay small enough for the
+// compiler to inline as before.
+using AcquireDone =
+    std::function<Napi::Value(Napi::Env, std::shared_ptr<CircuitBreaker>&, Result<Permit>&)>;
+Napi::Promise AcquireOnPool(Napi::Env env, Napi::Object owner,
+                            std::shared_ptr<CircuitBreaker> breaker, AcquireDone done);
 
 // Drops `held` (a store, or a breaker that holds one) on the libuv pool: the
 // last reference to a store joins its threads (about 50 ms), which close()

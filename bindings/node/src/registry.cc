@@ -233,7 +233,7 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
     if (!breaker) throw Napi::Error::New(env, std::string(breaker.error().message()));
     std::optional<Result<Permit>> permit = (*breaker)->TryAcquireWithoutBlocking();
     if (!permit) {
-      auto* worker = new AcquireWorker(
+      return AcquireOnPool(
           env, info.This().As<Napi::Object>(), std::move(*breaker),
           [this](Napi::Env e, std::shared_ptr<CircuitBreaker>& b, Result<Permit>& p) {
             if (!p) return Refused(e, p.error());
@@ -243,9 +243,6 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
             }
             return Napi::Value(Napi::Number::New(e, Admit(b, std::move(*p))));
           });
-      Napi::Promise promise = worker->promise();
-      worker->Queue();
-      return promise;
     }
     if (!*permit) return Refused(env, permit->error());
     return Napi::Number::New(env, Admit(*breaker, std::move(**permit)));

@@ -92,6 +92,18 @@ async function oneProbe(a, b, K) {
   return { winner: round.winner.driver, loser: round.loser.driver, reply: round.winner.reply };
 }
 
+// A redis-server and two drivers on it, initialised with `init` (the api);
+// all stopped after the test.
+async function twoProcesses(t, init) {
+  const redis = await RedisServer.start();
+  const a = new Driver();
+  const b = new Driver();
+  t.after(async () => { a.child.kill(); b.child.kill(); await redis.stop(); });
+  await a.ask('init', { url: redis.url, defaults, ...init });
+  await b.ask('init', { url: redis.url, defaults, ...init });
+  return { a, b };
+}
+
 // A trips K with four failures; B, which never saw one, sees K OPEN (the
 // push arrives asynchronously) and refuses a call without running its
 // action. Returns B's count of actions run.
@@ -132,13 +144,8 @@ async function oneProbeClosesBoth(a, b, K) {
 }
 
 test('one Node process trips a key; another rejects it and serves its stale snapshot, and exactly one of them probes', T, async (t) => {
-  const redis = await RedisServer.start();
-  const a = new Driver();
-  const b = new Driver();
-  t.after(async () => { a.child.kill(); b.child.kill(); await redis.stop(); });
+  const { a, b } = await twoProcesses(t, {});
   const K = 'graph:read:1784';
-  await a.ask('init', { url: redis.url, defaults });
-  await b.ask('init', { url: redis.url, defaults });
   // B holds the breaker (its first call re-reads the fleet's view), and a
   // snapshot of K's read from when the provider answered.
   assert.equal((await b.ask('ok', { key: K })).outcome, 'ran');
@@ -264,13 +271,8 @@ test('options.redis: a bad URL or option is a TypeError naming it, never the pas
 // --- CoreBreaker and CircuitBreaker({ resilience4j, redis, name }) ----------
 
 test('CircuitBreaker: one process trips a key; another rejects it without calling its action, and exactly one of them probes', T, async (t) => {
-  const redis = await RedisServer.start();
-  const a = new Driver();
-  const b = new Driver();
-  t.after(async () => { a.child.kill(); b.child.kill(); await redis.stop(); });
+  const { a, b } = await twoProcesses(t, { api: 'CircuitBreaker' });
   const K = 'graph:read:1';
-  await a.ask('init', { url: redis.url, defaults, api: 'CircuitBreaker' });
-  await b.ask('init', { url: redis.url, defaults, api: 'CircuitBreaker' });
   assert.equal((await b.ask('ok', { key: K })).outcome, 'ran');  // B joins K's fleet
   await tripInAThenBRefuses(a, b, K);
   await oneProbeClosesBoth(a, b, K);

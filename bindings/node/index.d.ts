@@ -112,7 +112,7 @@ export interface CoreBreakerOptions extends ClockOptions {
 }
 
 /** The Redis stores alive in this process: one per distinct options.redis in use
- *  by CoreBreakers and CircuitBreakers (Registry({ redis }) keeps its own). */
+ *  by Registries, CoreBreakers and CircuitBreakers. */
 export function fleetStores(): number;
 
 export interface MetaResponse {

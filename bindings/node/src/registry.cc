@@ -9,8 +9,9 @@
 // allocates nothing once the table is large enough.
 //
 // Fleet sharing (options.redis, docs/node.md "Fleet sharing (Redis)"): one
-// fusebox::redis::RedisSharedState is the shared_state of every breaker of
-// the default template. The event loop never waits for Redis: acquire() uses
+// fusebox::redis::RedisSharedState (the process's for those options,
+// fleet_store.h) is the shared_state of every breaker of the default
+// template. The event loop never waits for Redis: acquire() uses
 // TryAcquireWithoutBlocking(), and where it would ask the store (a view to
 // re-read, the probe lease that ends OPEN) an AcquireWorker makes the
 // blocking TryAcquire() on the libuv pool and resolves a promise of the slot.
@@ -149,10 +150,11 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
       ReadConfig(env, o.Get("defaults"), "defaults", options.default_config);
       const Napi::Value redis_option = o.Get("redis");
       if (!redis_option.IsUndefined()) {
+        std::string identity;
         redis::SharedStateOptions fleet =
-            ReadRedisOptions(env, redis_option, "Registry: options.redis");
+            ReadRedisOptions(env, redis_option, "Registry: options.redis", &identity);
         Result<std::shared_ptr<redis::RedisSharedState>> store =
-            redis::RedisSharedState::Create(std::move(fleet));
+            FleetStore(identity, std::move(fleet));
         if (!store) {
           throw Napi::RangeError::New(
               env, "Registry: options.redis: " + std::string(store.error().message()));
@@ -344,8 +346,9 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
   Napi::Value NowMs(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), ToMs(Reg(info.Env()).clock().Now()));
   }
-  // close(): drops every breaker and stops the store's threads on the libuv
-  // pool (once the calls still asking it there return). Idempotent.
+  // close(): drops every breaker and the store reference, on the libuv pool
+  // (the store's last user stops its threads there, once the calls still
+  // asking it return). Idempotent.
   Napi::Value Close(const Napi::CallbackInfo& info) {
     std::shared_ptr<redis::RedisSharedState> store = store_;
     Shutdown();

@@ -278,7 +278,7 @@ test('CircuitBreaker: one process trips a key; another rejects it without callin
   await oneProbeClosesBoth(a, b, K);
 });
 
-test('breakers naming the same Redis share one store per process; the last one gone destroys it', T, async (t) => {
+test('breakers and registries naming the same Redis share one store per process; the last one gone destroys it', T, async (t) => {
   const redis = await RedisServer.start();
   t.after(() => redis.stop());
   const base = fleetStores();
@@ -286,6 +286,7 @@ test('breakers naming the same Redis share one store per process; the last one g
   const one = new CircuitBreaker(async () => 1, { resilience4j: r4j, redis: redis.url, name: 'a' });
   const two = new CircuitBreaker(async () => 2, { resilience4j: r4j, redis: redis.url, name: 'b' });
   const core = new CoreBreaker(r4j, { name: 'c', redis: { url: redis.url } });
+  const registry = new Registry({ redis: redis.url, defaults: r4j });
   assert.equal(fleetStores(), base + 1);
   // Other options are another store.
   const other = new CoreBreaker(r4j, { name: 'c', redis: { url: redis.url, prefix: 'other:' } });
@@ -310,6 +311,8 @@ test('breakers naming the same Redis share one store per process; the last one g
   assert.equal(await two.fire(), 2);  // the store lives on for its other users
   two.shutdown();
   core.close();  // its pending permit goes back
+  assert.equal(await registry.run('r', () => 3), 3);
+  registry.close();
   assert.ok(await pollUntil(() => fleetStores() === base, POLL), 'the last user left the store alive');
 });
 

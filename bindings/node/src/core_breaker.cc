@@ -81,16 +81,7 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
       }
     }
     if (!redis_option.IsUndefined()) {
-      std::string identity;
-      redis::SharedStateOptions fleet =
-          ReadRedisOptions(env, redis_option, "CoreBreaker: options.redis", &identity);
-      Result<std::shared_ptr<redis::RedisSharedState>> store =
-          FleetStore(identity, std::move(fleet));
-      if (!store) {
-        throw Napi::RangeError::New(
-            env, "CoreBreaker: options.redis: " + std::string(store.error().message()));
-      }
-      store_ = std::move(*store);
+      store_ = FleetStore(env, redis_option, "CoreBreaker: options.redis");
       config.shared_state = store_;
     }
     Result<std::unique_ptr<CircuitBreaker>> created =

@@ -65,8 +65,8 @@ class AcquireWorker : public Napi::AsyncWorker {
   AcquireDone done_;
 };
 
-}  // namespace
-
+// options.redis read into SharedStateOptions; `identity` receives the key
+// stores are shared by: the URL as written and the options (never shown).
 redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v,
                                            std::string_view where, std::string* identity) {
   const std::string at(where);
@@ -107,16 +107,19 @@ redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v,
     millis("heartbeatMs", options.heartbeat);
     millis("commandTimeoutMs", options.connection.command_timeout);
   }
-  if (identity != nullptr) {
-    // '\n' cannot occur in a valid URL, so the fields cannot run together.
-    *identity = text + '\n' + options.prefix + '\n' + std::to_string(options.heartbeat.count()) +
-                '\n' + std::to_string(options.connection.command_timeout.count());
-  }
+  // No '\n' in a valid URL, and the numbers last: the fields cannot run
+  // together.
+  *identity = text + '\n' + options.prefix + '\n' + std::to_string(options.heartbeat.count()) +
+              '\n' + std::to_string(options.connection.command_timeout.count());
   return options;
 }
 
-Result<std::shared_ptr<redis::RedisSharedState>> FleetStore(const std::string& identity,
-                                                            redis::SharedStateOptions options) {
+}  // namespace
+
+std::shared_ptr<redis::RedisSharedState> FleetStore(Napi::Env env, const Napi::Value& v,
+                                                    std::string_view where) {
+  std::string identity;
+  redis::SharedStateOptions options = ReadRedisOptions(env, v, where, &identity);
   StoreTable& table = Table();
   internal::MutexLock lock(&table.mu);
   std::weak_ptr<redis::RedisSharedState>& entry = table.stores[identity];
@@ -125,10 +128,11 @@ Result<std::shared_ptr<redis::RedisSharedState>> FleetStore(const std::string& i
       redis::RedisSharedState::Create(std::move(options));
   if (!made) {
     table.stores.erase(identity);
-    return made;
+    throw Napi::RangeError::New(env,
+                                std::string(where) + ": " + std::string(made.error().message()));
   }
   entry = *made;
-  return made;
+  return std::move(*made);
 }
 
 std::size_t FleetStoreCount() {

@@ -29,19 +29,14 @@
 
 namespace fusebox::node {
 
-// options.redis: a URL string, or { url, prefix?, heartbeatMs?,
-// commandTimeoutMs? }. Throws a TypeError (RangeError for a number out of
-// range) starting with `where` (e.g. "Registry: options.redis"); no message
-// echoes the URL (it may hold a password): ParseRedisUrl's messages do not.
-// When `identity` is given it receives the key FleetStore() shares stores
-// by: the URL as written and the options (never shown to anyone).
-redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v,
-                                           std::string_view where, std::string* identity = nullptr);
-
-// The process's store for `identity`, made from `options` when none is
-// alive. Fails as RedisSharedState::Create() does (kInvalidArgument).
-Result<std::shared_ptr<redis::RedisSharedState>> FleetStore(const std::string& identity,
-                                                            redis::SharedStateOptions options);
+// The process's store for options.redis `v` (a URL string, or { url,
+// prefix?, heartbeatMs?, commandTimeoutMs? }), made when none with the same
+// URL and options is alive. Throws a TypeError (RangeError for a number out
+// of range, or what RedisSharedState::Create() refuses) starting with
+// `where` (e.g. "Registry: options.redis"); no message echoes the URL (it
+// may hold a password): ParseRedisUrl's messages do not.
+std::shared_ptr<redis::RedisSharedState> FleetStore(Napi::Env env, const Napi::Value& v,
+                                                    std::string_view where);
 
 // Stores alive in the process (made by FleetStore() and not yet destroyed).
 std::size_t FleetStoreCount();

@@ -150,16 +150,7 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
       ReadConfig(env, o.Get("defaults"), "defaults", options.default_config);
       const Napi::Value redis_option = o.Get("redis");
       if (!redis_option.IsUndefined()) {
-        std::string identity;
-        redis::SharedStateOptions fleet =
-            ReadRedisOptions(env, redis_option, "Registry: options.redis", &identity);
-        Result<std::shared_ptr<redis::RedisSharedState>> store =
-            FleetStore(identity, std::move(fleet));
-        if (!store) {
-          throw Napi::RangeError::New(
-              env, "Registry: options.redis: " + std::string(store.error().message()));
-        }
-        store_ = std::move(*store);
+        store_ = FleetStore(env, redis_option, "Registry: options.redis");
         options.default_config.shared_state = store_;
       }
     }

@@ -70,10 +70,11 @@ class CoreBreakerWrap : public Napi::ObjectWrap<CoreBreakerWrap> {
       const Napi::Value n = o.Get("name");
       redis_option = o.Get("redis");
       if (!n.IsUndefined()) {
-        if (!n.IsString() || n.As<Napi::String>().Utf8Value().empty())
-          throw Napi::TypeError::New(env, "CoreBreaker: options.name must be a non-empty string");
+        if (!n.IsString())
+          throw Napi::TypeError::New(env, "CoreBreaker: options.name must be a string");
         name = n.As<Napi::String>().Utf8Value();
-      } else if (!redis_option.IsUndefined()) {
+      }
+      if (!redis_option.IsUndefined() && (n.IsUndefined() || name.empty())) {
         // A default shared by every process would merge unrelated circuits.
         throw Napi::TypeError::New(env,
                                    "CoreBreaker: options.redis needs options.name, the circuit's "

@@ -321,8 +321,10 @@ test('CircuitBreaker and CoreBreaker: redis needs resilience4j and a name; a bad
                 { name: 'TypeError', message: /options\.redis needs options\.resilience4j/ });
   assert.throws(() => new CircuitBreaker(() => 1, { resilience4j: {}, redis: 'redis://127.0.0.1:1' }),
                 { name: 'TypeError', message: /options\.redis needs options\.name/ });
-  assert.throws(() => new CoreBreaker({}, { redis: 'redis://127.0.0.1:1' }),
-                { name: 'TypeError', message: /options\.redis needs options\.name/ });
+  for (const name of [undefined, '']) {
+    assert.throws(() => new CoreBreaker({}, { name, redis: 'redis://127.0.0.1:1' }),
+                  { name: 'TypeError', message: /options\.redis needs options\.name/ });
+  }
   const leaks = (make) => assert.throws(make, (e) => {
     assert.ok(e instanceof TypeError, String(e));
     assert.match(e.message, /options\.redis/);

@@ -61,11 +61,14 @@ export interface ClockOptions {
 /** One fusebox::CircuitBreaker. tryAcquire() then exactly one of onSuccess,
  *  onError or release per permit, each given the slot tryAcquire() returned. */
 export class CoreBreaker {
-  constructor(config?: Resilience4jConfig, options?: ClockOptions & { name?: string });
+  constructor(config?: Resilience4jConfig, options?: CoreBreakerOptions);
   /** A permit slot (an integer >= 0) when permitted; else -retryAt, retryAt in
    *  the clock's ms (steady time, see nowMs()), or -Infinity when unknown
-   *  (FORCED_OPEN, HALF_OPEN with every probe out). */
-  tryAcquire(): number;
+   *  (FORCED_OPEN, HALF_OPEN with every probe out). With options.redis, a call
+   *  that must ask Redis (the breaker's first, the first after a reconnect,
+   *  the one that ends OPEN) gets a promise of that number instead, settled
+   *  from the libuv pool: the event loop never waits for Redis. */
+  tryAcquire(): number | Promise<number>;
   /** The outcome of the call holding `slot`; the duration decides slow or not.
    *  Without durationMs, the time since its tryAcquire() on the breaker's clock.
    *  A slot that is not pending throws an Error with code 'ENOPERMIT'.
@@ -87,7 +90,30 @@ export class CoreBreaker {
   transitionToForcedOpen(): void;
   transitionToMetricsOnly(): void;
   reset(): void;
+  /** Gives every pending permit back (no outcome) and drops the breaker and its
+   *  Redis store reference (the store's last user stops its threads, off the
+   *  event loop). Afterwards every method but close(), closed, name and
+   *  pendingPermits throws an Error with code 'ECLOSED'. Idempotent. */
+  close(): void;
+  readonly closed: boolean;
+  /** The shared store's link and counters; undefined without options.redis or once closed. */
+  fleetHealth(): FleetHealth | undefined;
 }
+
+export interface CoreBreakerOptions extends ClockOptions {
+  /** The breaker's name; with `redis`, its key in the fleet (required then). Default "node". */
+  name?: string;
+  /**
+   * Fleet sharing (docs/node.md, "Fleet sharing (Redis)"): the breaker shares
+   * its OPEN state and its one recovery probe with every breaker of the same
+   * name on this Redis. One store per distinct URL and options per process.
+   */
+  redis?: string | RedisOptions;
+}
+
+/** The Redis stores alive in this process: one per distinct options.redis in use
+ *  by Registries, CoreBreakers and CircuitBreakers. */
+export function fleetStores(): number;
 
 export interface MetaResponse {
   status: number;

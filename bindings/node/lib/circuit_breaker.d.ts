@@ -3,7 +3,7 @@
 // and this class agree; see docs/node.md for the differences.
 
 import { EventEmitter } from 'events';
-import type { CoreBreaker, ManualClock, Resilience4jConfig } from '../index';
+import type { CoreBreaker, FleetHealth, ManualClock, RedisOptions, Resilience4jConfig } from '../index';
 
 export interface CircuitBreakerOptions<TI extends unknown[] = unknown[]> {
   /** ms before a call times out (counted as a failure); false or 0 disables. Default 10000. */
@@ -67,6 +67,10 @@ export interface CircuitBreakerOptions<TI extends unknown[] = unknown[]> {
   resilience4j?: Resilience4jConfig;
   /** With resilience4j: the core's clock (tests); default the system clock. */
   clock?: ManualClock;
+  /** With resilience4j (a TypeError without it): share the core's OPEN state and its
+   *  one recovery probe with every breaker of the same `name` on this Redis (then
+   *  required: the circuit's key in the fleet). docs/node.md, "Fleet sharing (Redis)". */
+  redis?: string | RedisOptions;
 }
 
 export interface CircuitBreakerState {
@@ -182,7 +186,10 @@ export declare class CircuitBreaker<TI extends unknown[] = unknown[], TR = unkno
   close(): void;
   enable(): void;
   disable(): void;
+  /** With redis, also closes the core: its store reference goes (CoreBreaker.close()). */
   shutdown(): void;
+  /** With resilience4j and redis: the shared store's link and counters; else undefined. */
+  fleetHealth?(): FleetHealth | undefined;
   /** Empties the cache and the coalescing cache. */
   clearCache(): void;
   healthCheck(func: () => Promise<unknown>, interval?: number): void;

@@ -184,6 +184,12 @@ class CircuitBreaker extends EventEmitter {
       const { Resilience4jCircuitBreaker } = require('./resilience4j_engine');
       return new Resilience4jCircuitBreaker(action, options);
     }
+    if (options !== null && typeof options === 'object' && options.redis !== undefined &&
+        options.resilience4j === undefined) {
+      // Opossum's rolling window decides in this process alone: nothing to share.
+      throw new TypeError('options.redis needs options.resilience4j: only the core\'s ' +
+        'decisions can be shared through Redis (add resilience4j: {...} to share this breaker)');
+    }
     super();
     if (!action) {
       throw new TypeError('No action provided. Cannot construct a CircuitBreaker without an invocable action.');
@@ -410,6 +416,7 @@ class CircuitBreaker extends EventEmitter {
     const o = this.options;
     if (o.cache || o.coalesce) return this._runCached(context, args, start);
     const permit = this._admit();
+    if (typeof permit !== 'number') return this._admitLater(permit, context, args, start, '');
     if (permit < 0) return this._reject(start, args, permit);
     if (this.semaphore.count < 1) return this._semaphoreLocked(start, args, '', permit);
     this.semaphore.count--;
@@ -423,6 +430,20 @@ class CircuitBreaker extends EventEmitter {
     if (this._state !== CLOSED && !this._pendingClose) return -1;
     this._pendingClose = false;
     return 0;
+  }
+
+  // An admission that asks a store off the event loop (the Resilience4j
+  // engine with options.redis) gives _admit() a promise of the permit; the
+  // call goes on as in _run once it settles.
+  _admitLater (pending, context, args, start, key) {
+    const shutdown = () => Promise.reject(buildError('The circuit has been shutdown.', 'ESHUTDOWN'));
+    return pending.then(permit => {
+      if (this._state === SHUTDOWN) return shutdown();
+      if (permit < 0) return this._reject(Date.now(), args, permit);
+      if (this.semaphore.count < 1) return this._semaphoreLocked(start, args, key, permit);
+      this.semaphore.count--;
+      return execute(this, context, args, start, key, permit);
+    }, error => (this._state === SHUTDOWN ? shutdown() : Promise.reject(error)));
   }
 
   // _run with the cache and coalescing options, in Opossum's order: the cache,
@@ -441,9 +462,12 @@ class CircuitBreaker extends EventEmitter {
       this._count('coalesceCacheMisses', 'coalesceCacheMiss');
     }
     const permit = this._admit();
-    if (permit < 0) return this._reject(start, args, permit);
     let call;
-    if (this.semaphore.count < 1) {
+    if (typeof permit !== 'number') {
+      call = this._admitLater(permit, context, args, start, key);
+    } else if (permit < 0) {
+      return this._reject(start, args, permit);
+    } else if (this.semaphore.count < 1) {
       call = this._semaphoreLocked(start, args, key, permit);
     } else {
       this.semaphore.count--;

@@ -4,7 +4,7 @@
 
 const native = require('./native');
 
-const { CoreBreaker, ManualClock, NativeRegistry, classifyMeta, providerCircuitKey } = native;
+const { CoreBreaker, ManualClock, NativeRegistry, classifyMeta, fleetStores, providerCircuitKey } = native;
 
 // A registry's refusal: code 'EOPENBREAKER', retryAt (the clock's ms, or
 // Infinity when unknown), key. Built without a stack trace: a rejection is a
@@ -237,6 +237,7 @@ module.exports = {
   OpenBreakerError,
   ProviderError,
   classifyMeta,
+  fleetStores,
   providerCircuitKey,
   runProviderCall,
 };

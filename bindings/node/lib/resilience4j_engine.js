@@ -9,6 +9,11 @@
 // capacity, errorFilter, fallbacks, cache/coalesce, the Status counters and
 // the events are the Opossum path's (lib/circuit_breaker.js), which hands
 // this class the core's permit slot from _admit() back with each outcome.
+//
+// With options.redis the core shares its OPEN state and recovery probe with
+// every breaker of the same `name` on that Redis (docs/node.md, "Fleet
+// sharing"); an admission that must ask Redis is a promise of the slot,
+// which the Opossum path awaits (_admitLater) before running the action.
 
 const CircuitBreaker = require('./circuit_breaker');
 const { CoreBreaker } = require('./native');
@@ -31,6 +36,12 @@ const FAMILY = {
 };
 
 function checkOptions (options) {
+  if (options.redis !== undefined && (typeof options.name !== 'string' || options.name === '')) {
+    // The default (the action's name or a random UUID) would merge unrelated
+    // circuits, or share none.
+    throw new TypeError('options.redis needs options.name: the circuit\'s key in the fleet ' +
+      '(e.g. \'graph:read:1\'), the same in every process that shares it');
+  }
   const conflicting = CONFLICTING.filter(name => options[name] !== undefined);
   if (conflicting.length > 0) {
     throw new TypeError(`option${conflicting.length > 1 ? 's' : ''} ${conflicting.join(', ')} ` +
@@ -45,13 +56,16 @@ class Resilience4jCircuitBreaker extends CircuitBreaker {
     checkOptions(options);
     super(action, options);
     try {
-      this._core = new CoreBreaker(options.resilience4j, { clock: options.clock, name: this._name });
+      this._core = new CoreBreaker(options.resilience4j,
+        { clock: options.clock, name: this._name, redis: options.redis });
     } catch (e) {
       clearInterval(this._timerAnchor);
       throw e;
     }
     this._family = 'close';
     this._openWaitMs = undefined;
+    this._fleet = options.redis !== undefined;
+    this._coreClosed = false; // shutdown() of a fleet breaker closes its core
     if (!this._enabled) this._core.transitionToDisabled();
     this._restoreCore(this._restored);
     this._restored = undefined;
@@ -64,10 +78,18 @@ class Resilience4jCircuitBreaker extends CircuitBreaker {
 
   // An admission in CLOSED changes no state; any other may (OPEN ->
   // HALF_OPEN happens here, lazily).
+  // With options.redis the core may answer with a promise of the slot.
   _admit () {
     const slot = this._core.tryAcquire();
-    if (slot < 0 || this._family !== 'close') this._observe();
-    return slot;
+    if (slot >= 0 && this._family === 'close') return slot;
+    if (typeof slot === 'number') {
+      this._observe();
+      return slot;
+    }
+    return slot.then(s => {
+      if (!this._coreClosed) this._observe();
+      return s;
+    });
   }
 
   // Epoch ms, as on the Opossum path: now + the time left on the core clock
@@ -81,6 +103,7 @@ class Resilience4jCircuitBreaker extends CircuitBreaker {
   // failure" is Resilience4j's ignored exception: the permit goes back with
   // no outcome recorded.
   _succeed (result, latency, now, permit, filtered) {
+    if (this._coreClosed) return; // close() gave the permit back
     const state = filtered ? this._core.release(permit) : this._core.onSuccess(permit);
     if (this.isShutdown) return;
     this._status.countTimed(now, 'successes', latency);
@@ -89,6 +112,7 @@ class Resilience4jCircuitBreaker extends CircuitBreaker {
   }
 
   _fail (error, latency, args, now, permit) {
+    if (this._coreClosed) return;
     const state = this._core.onError(permit);
     if (this.isShutdown) return;
     this._status.countTimed(now, 'failures', latency);
@@ -139,19 +163,35 @@ class Resilience4jCircuitBreaker extends CircuitBreaker {
 
   disable () {
     this._enabled = false;
+    if (this._coreClosed) return;
     this._core.transitionToDisabled();
     this._observe();
   }
 
   enable () {
     this._enabled = true;
+    if (this._coreClosed) return;
     if (this._core.state === 'DISABLED') this._core.transitionToClosed();
     this._observe();
   }
 
+  // A fleet breaker also closes its core: its permits go back and its
+  // store reference is dropped (the last user of a store stops its threads,
+  // off the event loop). Without redis the core stays readable.
+  shutdown () {
+    super.shutdown();
+    if (this._fleet && !this._coreClosed) {
+      this._coreClosed = true;
+      this._core.close();
+    }
+  }
+
+  /** options.redis: the shared store's { connected, counters }; else undefined. */
+  fleetHealth () { return this._core.fleetHealth(); }
+
   toJSON () {
     const json = super.toJSON();
-    json.state.coreState = this._core.state;
+    json.state.coreState = this._coreClosed ? null : this._core.state;
     return json;
   }
 

@@ -9,13 +9,14 @@
 // allocates nothing once the table is large enough.
 //
 // Fleet sharing (options.redis, docs/node.md "Fleet sharing (Redis)"): one
-// fusebox::redis::RedisSharedState is the shared_state of every breaker of
-// the default template and of the two provider templates. The event loop
-// never waits for Redis: acquire() uses TryAcquireWithoutBlocking() and
-// providerStart() ProviderCall::StartWithoutBlocking(), and where either
-// would ask the store (a view to re-read, the probe lease that ends OPEN) a
-// PoolWorker makes the blocking call on the libuv pool and resolves a
-// promise of the slot.
+// fusebox::redis::RedisSharedState (the process's for those options,
+// fleet_store.h) is the shared_state of every breaker of the default
+// template and of the two provider templates. The event loop never waits
+// for Redis: acquire() uses TryAcquireWithoutBlocking() and providerStart()
+// ProviderCall::StartWithoutBlocking(), and where either would ask the store
+// (a view to re-read, the probe lease that ends OPEN) the blocking call is
+// made on the libuv pool (fleet_store.h's OnPool) and resolves a promise of
+// the slot.
 #include "fusebox/registry.h"
 
 #include <cstdint>
@@ -24,15 +25,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "addon.h"
 #include "classify_meta.h"
+#include "fleet_store.h"
 #include "fusebox/meta/provider_call.h"
-#include "fusebox/redis/options.h"
 #include "fusebox/redis/shared_state.h"
 
 namespace fusebox::node {
@@ -90,119 +90,6 @@ Napi::Object ProviderErrorObject(Napi::Env env, const meta::ProviderError& e, Cl
   o.Set("message", e.message());
   return o;
 }
-
-// options.redis: a URL string, or { url, prefix?, heartbeatMs?,
-// commandTimeoutMs? }. Errors name options.redis and never echo the URL (it
-// may hold a password): ParseRedisUrl's messages do not.
-redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v) {
-  const char* where = "Registry: options.redis";
-  Napi::Value url = v;
-  Napi::Object o;
-  if (v.IsObject()) {
-    o = v.As<Napi::Object>();
-    url = o.Get("url");
-  }
-  if (!url.IsString()) {
-    throw Napi::TypeError::New(
-        env, std::string(where) +
-                 " must be a redis:// or rediss:// URL string, or { url, prefix?, heartbeatMs?, "
-                 "commandTimeoutMs? }");
-  }
-  Result<redis::ConnectionOptions> connection =
-      redis::ParseRedisUrl(url.As<Napi::String>().Utf8Value());
-  if (!connection) {
-    throw Napi::TypeError::New(
-        env, std::string(where) + ": " + std::string(connection.error().message()));
-  }
-  redis::SharedStateOptions options;
-  options.connection = std::move(*connection);
-  if (!o.IsEmpty()) {
-    const Napi::Value prefix = o.Get("prefix");
-    if (!prefix.IsUndefined()) {
-      if (!prefix.IsString()) {
-        throw Napi::TypeError::New(env, std::string(where) + ".prefix must be a string");
-      }
-      options.prefix = prefix.As<Napi::String>().Utf8Value();
-    }
-    auto millis = [&](const char* name, Duration& out) {
-      const Napi::Value m = o.Get(name);
-      if (m.IsUndefined()) return;
-      const double d = m.IsNumber() ? m.As<Napi::Number>().DoubleValue() : -1;
-      if (!m.IsNumber() || !(d > 0 && d <= 3.6e6)) {
-        throw Napi::RangeError::New(
-            env, std::string(where) + "." + name + " must be a number of ms in (0, 3600000]");
-      }
-      out = FromMs(d);
-    };
-    millis("heartbeatMs", options.heartbeat);
-    millis("commandTimeoutMs", options.connection.command_timeout);
-  }
-  return options;
-}
-
-// A call that may wait for the fleet's store, made on the libuv pool (the
-// blocking TryAcquire() or PendingProviderCall::Complete() of a call that
-// the event loop could not decide): Execute() runs `work` there; OnOK (the
-// main thread) gives its result to `done`, whose value resolves the promise
-// the caller returned (a throw rejects it).
-template <typename Work, typename Done>
-class PoolWorker : public Napi::AsyncWorker {
- public:
-  PoolWorker(Napi::Env env, const char* name, Napi::Object registry, Work work, Done done)
-      : Napi::AsyncWorker(env, name),
-        deferred_(Napi::Promise::Deferred::New(env)),
-        registry_(Napi::Persistent(registry)),
-        work_(std::move(work)),
-        done_(std::move(done)) {}
-
-  Napi::Promise promise() const { return deferred_.Promise(); }
-
- protected:
-  void Execute() override { result_.emplace(work_()); }
-  void OnOK() override {
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
-    try {
-      deferred_.Resolve(done_(env, *result_));
-    } catch (const Napi::Error& e) {
-      deferred_.Reject(e.Value());
-    }
-  }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
- private:
-  Napi::Promise::Deferred deferred_;
-  // Keeps the JS registry (and so the slot table) alive until OnOK.
-  Napi::ObjectReference registry_;
-  // They hold the breakers: declared before the result (a permit), so
-  // destroyed after it.
-  Work work_;
-  Done done_;
-  std::optional<std::invoke_result_t<Work&>> result_;
-};
-
-// Queues `work` on the libuv pool and returns the promise of done(result).
-template <typename Work, typename Done>
-Napi::Promise OnPool(Napi::Env env, const char* name, Napi::Object registry, Work work, Done done) {
-  auto* worker = new PoolWorker<Work, Done>(env, name, registry, std::move(work), std::move(done));
-  Napi::Promise promise = worker->promise();
-  worker->Queue();
-  return promise;
-}
-
-// Destroys the store on the libuv pool: its destructor joins the store's
-// threads (about 50 ms), which close() must not make the event loop wait for.
-class StoreCloser : public Napi::AsyncWorker {
- public:
-  StoreCloser(Napi::Env env, std::shared_ptr<redis::RedisSharedState> store)
-      : Napi::AsyncWorker(env, "fusebox:close"), store_(std::move(store)) {}
-
- protected:
-  void Execute() override { store_.reset(); }
-
- private:
-  std::shared_ptr<redis::RedisSharedState> store_;
-};
 
 class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
  public:
@@ -264,14 +151,7 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
       ReadConfig(env, o.Get("defaults"), "defaults", options.default_config);
       const Napi::Value redis_option = o.Get("redis");
       if (!redis_option.IsUndefined()) {
-        redis::SharedStateOptions fleet = ReadRedisOptions(env, redis_option);
-        Result<std::shared_ptr<redis::RedisSharedState>> store =
-            redis::RedisSharedState::Create(std::move(fleet));
-        if (!store) {
-          throw Napi::RangeError::New(
-              env, "Registry: options.redis: " + std::string(store.error().message()));
-        }
-        store_ = std::move(*store);
+        store_ = FleetStore(env, redis_option, "Registry: options.redis");
         options.default_config.shared_state = store_;
       }
     }
@@ -363,10 +243,9 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
     if (!breaker) throw Napi::Error::New(env, std::string(breaker.error().message()));
     std::optional<Result<Permit>> permit = (*breaker)->TryAcquireWithoutBlocking();
     if (!permit) {
-      std::shared_ptr<CircuitBreaker> b = std::move(*breaker);
-      return OnPool(
-          env, "fusebox:acquire", info.This().As<Napi::Object>(), [b] { return b->TryAcquire(); },
-          [this, b](Napi::Env e, Result<Permit>& p) mutable {
+      return AcquireOnPool(
+          env, info.This().As<Napi::Object>(), std::move(*breaker),
+          [this](Napi::Env e, std::shared_ptr<CircuitBreaker>& b, Result<Permit>& p) {
             if (!p) return Refused(e, p.error());
             if (!registry_) {
               p->Ignore();
@@ -493,8 +372,9 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
   Napi::Value NowMs(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), ToMs(Reg(info.Env()).clock().Now()));
   }
-  // close(): drops every breaker and stops the store's threads on the libuv
-  // pool (once the calls still asking it there return). Idempotent.
+  // close(): drops every breaker and the store reference, on the libuv pool
+  // (the store's last user stops its threads there, once the calls still
+  // asking it return). Idempotent.
   Napi::Value Close(const Napi::CallbackInfo& info) {
     std::shared_ptr<redis::RedisSharedState> store = store_;
     Shutdown();
@@ -506,22 +386,7 @@ class RegistryWrap : public Napi::ObjectWrap<RegistryWrap> {
   Napi::Value FleetHealth(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!store_) return env.Undefined();
-    const redis::SharedStateStats s = store_->stats();
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("connected", store_->healthy());
-    auto n = [&](const char* name, std::int64_t v) { o.Set(name, static_cast<double>(v)); };
-    n("commands", s.commands);
-    n("errors", s.errors);
-    n("refused", s.refused);
-    n("downPeriods", s.down_periods);
-    n("subscribes", s.subscribes);
-    n("events", s.events);
-    n("leasesGranted", s.leases_granted);
-    n("leasesBusy", s.leases_busy);
-    n("dropped", s.dropped);
-    n("resyncs", s.resyncs);
-    n("authFailures", s.auth_failures);
-    return o;
+    return FleetHealthObject(env, *store_);
   }
 
   // Declared first: destroyed last.

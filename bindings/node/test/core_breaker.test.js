@@ -288,3 +288,21 @@ test('random interleavings: every slot is consumed exactly once, in any order', 
   assert.ok(Math.max(...live, 0) < 100, 'the table stays as small as the calls in flight');
   assert.ok(successes > 0);
 });
+
+test('close() gives the pending permits back; afterwards the breaker says ECLOSED', T, () => {
+  const { b } = breaker({ permittedNumberOfCallsInHalfOpenState: 1 });
+  b.transitionToOpen();
+  b.transitionToHalfOpen();
+  const probe = acquire(b, 'the probe');
+  assert.equal(b.closed, false);
+  b.close();
+  assert.equal(b.closed, true);
+  assert.equal(b.pendingPermits, 0);
+  assert.equal(b.name, 'node');
+  for (const call of [() => b.tryAcquire(), () => b.onSuccess(probe), () => b.release(probe),
+    () => b.state, () => b.metrics(), () => b.nowMs(), () => b.reset()]) {
+    assert.throws(call, { code: 'ECLOSED', message: 'CoreBreaker: closed' });
+  }
+  b.close();  // idempotent
+  assert.equal(b.fleetHealth(), undefined);
+});

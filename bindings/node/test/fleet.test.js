@@ -1,16 +1,18 @@
 'use strict';
-// Registry({ redis }): the fleet's OPEN state and its one recovery probe
-// shared across Node processes through a real redis-server (started here on
-// a free loopback port), seed 000's sequence, for Registry.run and for
-// runProviderCall's two circuits; fail-open and a free event loop when Redis
-// hangs or dies. Time is the system clock (Redis TTLs cannot be
+// Registry({ redis }), CoreBreaker and CircuitBreaker({ resilience4j, redis,
+// name }): the fleet's OPEN state and its one recovery probe shared across
+// Node processes through a real redis-server (started here on
+// a free loopback port), seed 000's sequence; fail-open and a free event loop
+// when Redis hangs or dies. Time is the system clock (Redis TTLs cannot be
 // driven by a ManualClock): short waits, generous bounded polls, no sleeps
 // as synchronisation.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { fork, spawnSync } = require('node:child_process');
 const path = require('node:path');
-const { Registry, providerCircuitKey, runProviderCall } = require('..');
+const {
+  CircuitBreaker, CoreBreaker, Registry, fleetStores, providerCircuitKey, runProviderCall,
+} = require('..');
 const { RedisServer, pollUntil } = require('./redis_server.js');
 
 const T = { timeout: 60000 };
@@ -47,25 +49,6 @@ class Driver {
     if (this.child.connected) this.child.disconnect();
     return this.exited;
   }
-}
-
-// A redis-server and two forked drivers, each with its Registry({ redis }).
-async function fleetOfTwo(t) {
-  const redis = await RedisServer.start();
-  const a = new Driver();
-  const b = new Driver();
-  t.after(async () => { a.child.kill(); b.child.kill(); await redis.stop(); });
-  await a.ask('init', { url: redis.url, defaults });
-  await b.ask('init', { url: redis.url, defaults });
-  return { a, b };
-}
-
-// Closes both registries; each process then exits by itself, with status 0.
-async function closeBoth(a, b) {
-  await a.ask('close');
-  await b.ask('close');
-  assert.equal(await a.end(), 0);
-  assert.equal(await b.end(), 0);
 }
 
 // Once the OPEN wait of `circuit` is over in both processes, both call `op`
@@ -111,8 +94,63 @@ async function oneProbe(a, b, op, key, circuit = key) {
   return { winner: round.winner.driver, loser: round.loser.driver, reply: round.winner.reply };
 }
 
+// A redis-server and two drivers on it, initialised with `init` (the api);
+// all stopped after the test.
+async function twoProcesses(t, init) {
+  const redis = await RedisServer.start();
+  const a = new Driver();
+  const b = new Driver();
+  t.after(async () => { a.child.kill(); b.child.kill(); await redis.stop(); });
+  await a.ask('init', { url: redis.url, defaults, ...init });
+  await b.ask('init', { url: redis.url, defaults, ...init });
+  return { a, b };
+}
+
+// Closes both registries; each process then exits by itself, with status 0.
+async function closeBoth(a, b) {
+  await a.ask('close');
+  await b.ask('close');
+  assert.equal(await a.end(), 0);
+  assert.equal(await b.end(), 0);
+}
+
+// A trips K with four failures; B, which never saw one, sees K OPEN (the
+// push arrives asynchronously) and refuses a call without running its
+// action. Returns B's count of actions run.
+async function tripInAThenBRefuses(a, b, K) {
+  assert.deepEqual((await a.ask('fail', { key: K, n: 4 })).outcomes,
+                   ['failed', 'failed', 'failed', 'failed']);
+  assert.equal((await a.ask('state', { key: K })).state, 'OPEN');
+  assert.ok(await pollUntil(async () => (await b.ask('state', { key: K })).state === 'OPEN', POLL),
+            'B never saw K OPEN');
+  const before = (await b.ask('state', { key: K })).actions;
+  const refused = await b.ask('try', { key: K });
+  assert.deepEqual([refused.outcome, refused.code], ['rejected', 'EOPENBREAKER']);
+  // retryAt is on the API's time line (epoch ms for a CircuitBreaker, the
+  // registry clock's for a Registry); the time left is within K's wait.
+  assert.ok(Number.isFinite(refused.retryAt), `retryAt ${refused.retryAt}`);
+  assert.ok(refused.retryAfterMs >= 0 && refused.retryAfterMs <= defaults.waitDurationInOpenState,
+            `retryAfterMs ${refused.retryAfterMs}`);
+  assert.equal(refused.actions, before, 'B ran its action while K was OPEN');
+  return before;
+}
+
+// Exactly one probe of K runs across a and b, and its success closes K in
+// both processes; then both drivers close and exit cleanly.
+async function oneProbeClosesBoth(a, b, K) {
+  const { winner, loser, reply } = await oneProbe(a, b, 'held', K);
+  await winner.ask('release');
+  assert.equal((await reply).outcome, 'ran');
+  assert.equal((await winner.ask('state', { key: K })).state, 'CLOSED');
+  assert.ok(await pollUntil(async () => (await loser.ask('state', { key: K })).state === 'CLOSED', POLL),
+            'the loser never saw K close');
+  assert.equal((await loser.ask('ok', { key: K })).outcome, 'ran');
+  assert.equal((await winner.ask('ok', { key: K })).outcome, 'ran');
+  await closeBoth(a, b);
+}
+
 test('one Node process trips a key; another rejects it and serves its stale snapshot, and exactly one of them probes', T, async (t) => {
-  const { a, b } = await fleetOfTwo(t);
+  const { a, b } = await twoProcesses(t, {});
   const K = 'graph:read:1784';
   // B holds the breaker (its first call re-reads the fleet's view), and a
   // snapshot of K's read from when the provider answered.
@@ -120,116 +158,13 @@ test('one Node process trips a key; another rejects it and serves its stale snap
   const fresh = await b.ask('read', { key: K, value: 'posts@1' });
   assert.deepEqual([fresh.value, fresh.stale, fresh.source], ['posts@1', false, 'call']);
 
-  // A trips K with four failures.
-  assert.deepEqual((await a.ask('fail', { key: K, n: 4 })).outcomes,
-                   ['failed', 'failed', 'failed', 'failed']);
-  assert.equal((await a.ask('state', { key: K })).state, 'OPEN');
-  // B never saw a failure; the push reaches it asynchronously.
-  const seen = await pollUntil(async () => (await b.ask('state', { key: K })).state === 'OPEN', POLL);
-  assert.ok(seen, 'B never saw K OPEN');
-  const before = (await b.ask('state', { key: K })).actions;
-  const refused = await b.ask('ok', { key: K });
-  assert.equal(refused.outcome, 'rejected');
-  assert.equal(refused.actions, before, 'B ran its action while K was OPEN');
+  const before = await tripInAThenBRefuses(a, b, K);
   // Seed 000: B's read is answered by its stale snapshot, the provider not called.
   const stale = await b.ask('read', { key: K, value: 'posts@2' });
   assert.deepEqual([stale.value, stale.stale, stale.source], ['posts@1', true, 'stale_snapshot']);
   assert.equal(stale.actions, before, 'B called the provider while K was OPEN');
 
-  // Once both OPEN waits are over, both try at once: one action runs.
-  const { winner, loser, reply } = await oneProbe(a, b, 'held', K);
-  await winner.ask('release');
-  assert.equal((await reply).outcome, 'ran');
-
-  // The probe's success closes K in both processes.
-  assert.equal((await winner.ask('state', { key: K })).state, 'CLOSED');
-  assert.ok(await pollUntil(async () => (await loser.ask('state', { key: K })).state === 'CLOSED', POLL),
-            'the loser never saw K close');
-  assert.equal((await loser.ask('ok', { key: K })).outcome, 'ran');
-  assert.equal((await winner.ask('ok', { key: K })).outcome, 'ran');
-  await closeBoth(a, b);
-});
-
-// Seed 000's Meta answers: a rate limit whose Retry-After (1 s, the shortest
-// a recovery hint gives) opens the quota circuit, and a 5xx.
-const rateLimited = {
-  status: 429,
-  headers: { 'retry-after': '1', 'content-type': 'application/json; charset=UTF-8' },
-  body: JSON.stringify({ error: { message: '(#80002) There have been too many calls to this Instagram account.',
-                                  type: 'OAuthException', code: 80002, fbtrace_id: 'AbC1dEfGhIjKlMn' } }),
-};
-const unavailable = {
-  status: 503,
-  headers: { 'content-type': 'application/json; charset=UTF-8' },
-  body: JSON.stringify({ error: { message: 'Service temporarily unavailable', type: 'OAuthException',
-                                  code: 2, is_transient: true } }),
-};
-
-async function actionsOf(...drivers) {
-  let n = 0;
-  for (const d of drivers) n += (await d.ask('state', { key: 'any' })).actions;
-  return n;
-}
-
-test('runProviderCall: a rate limit in one process opens the quota circuit in another, and exactly one probes', T, async (t) => {
-  const { a, b } = await fleetOfTwo(t);
-  const K = providerCircuitKey('instagram', 'read', '17841400008460056');
-  const quota = `${K}:quota`;
-  // B holds K's circuits (its first call re-reads the fleet's view of both).
-  assert.equal((await b.ask('provider', { key: K })).outcome, 'ran');
-
-  // A: Meta answers 429 with Retry-After: 1. CONN_008 opens A's quota circuit.
-  const limited = await a.ask('provider', { key: K, response: rateLimited });
-  assert.deepEqual([limited.outcome, limited.code, limited.circuitOpen, limited.retryAfterSeconds],
-                   ['failed', 'CONN_008', false, 1]);
-  assert.equal((await a.ask('state', { key: quota })).state, 'OPEN');
-  assert.equal((await a.ask('state', { key: `${K}:transient` })).state, 'CLOSED');
-  // B never called Meta for it; the push reaches it asynchronously. Its call
-  // is refused as the quota circuit refuses, and its action never runs.
-  assert.ok(await pollUntil(async () => (await b.ask('state', { key: quota })).state === 'OPEN', POLL),
-            'B never saw the quota circuit OPEN');
-  const before = (await b.ask('state', { key: quota })).actions;
-  const refused = await b.ask('provider', { key: K });
-  assert.deepEqual([refused.outcome, refused.code, refused.circuitOpen], ['rejected', 'CONN_008', true]);
-  assert.ok(refused.retryAfterSeconds >= 1, `retryAfterSeconds ${refused.retryAfterSeconds}`);
-  assert.equal(refused.actions, before, 'B called Meta while the quota circuit was OPEN');
-
-  // The recovery time over, both try at once: one action runs in the fleet.
-  const actions = await actionsOf(a, b);
-  const { winner, loser, reply } = await oneProbe(a, b, 'providerHeld', K, quota);
-  assert.equal((await winner.ask('state', { key: quota })).state, 'HALF_OPEN');
-  assert.equal(await actionsOf(a, b), actions + 1, 'not exactly one probe across both processes');
-  await winner.ask('release');
-  assert.equal((await reply).outcome, 'ran');
-  // Its success closes the quota circuit in both.
-  assert.equal((await winner.ask('state', { key: quota })).state, 'CLOSED');
-  assert.ok(await pollUntil(async () => (await loser.ask('state', { key: quota })).state === 'CLOSED', POLL),
-            'the loser never saw the quota circuit close');
-  assert.equal((await loser.ask('provider', { key: K })).outcome, 'ran');
-  await closeBoth(a, b);
-});
-
-test('runProviderCall: CONN_003 failures in one process open the transient circuit in another', T, async (t) => {
-  const { a, b } = await fleetOfTwo(t);
-  const K = providerCircuitKey('instagram', 'publish', '17841400008460056');
-  // Seed 000: at least 3 calls, more than half failed transiently.
-  for (let i = 0; i < 3; ++i) {
-    const r = await a.ask('provider', { key: K, response: unavailable });
-    assert.deepEqual([r.outcome, r.code, r.circuitOpen], ['failed', 'CONN_003', false]);
-  }
-  assert.equal((await a.ask('state', { key: `${K}:transient` })).state, 'OPEN');
-  assert.equal((await a.ask('state', { key: `${K}:quota` })).state, 'CLOSED');
-  // B never called K: its first call reads the fleet's view (on the libuv
-  // pool) and is refused, its action never run.
-  const refused = await b.ask('provider', { key: K });
-  assert.deepEqual([refused.outcome, refused.code, refused.circuitOpen], ['rejected', 'CONN_003', true]);
-  assert.ok(refused.retryAfterSeconds > 0 && refused.retryAfterSeconds <= 30,
-            `retryAfterSeconds ${refused.retryAfterSeconds}`);
-  assert.equal(refused.actions, 0, 'B called Meta while the transient circuit was OPEN');
-  assert.equal((await b.ask('state', { key: `${K}:transient` })).state, 'OPEN');
-  // And refuses on the spot from then on.
-  assert.equal((await b.ask('provider', { key: K })).outcome, 'rejected');
-  await closeBoth(a, b);
+  await oneProbeClosesBoth(a, b, K);
 });
 
 test('the steady state sends no Redis command per call', T, async (t) => {
@@ -268,6 +203,88 @@ async function longestGap(calls) {
     running = false;
   }
 }
+
+// Seed 000's Meta answers: a rate limit whose Retry-After (1 s, the shortest
+// a recovery hint gives) opens the quota circuit, and a 5xx.
+const rateLimited = {
+  status: 429,
+  headers: { 'retry-after': '1', 'content-type': 'application/json; charset=UTF-8' },
+  body: JSON.stringify({ error: { message: '(#80002) There have been too many calls to this Instagram account.',
+                                  type: 'OAuthException', code: 80002, fbtrace_id: 'AbC1dEfGhIjKlMn' } }),
+};
+const unavailable = {
+  status: 503,
+  headers: { 'content-type': 'application/json; charset=UTF-8' },
+  body: JSON.stringify({ error: { message: 'Service temporarily unavailable', type: 'OAuthException',
+                                  code: 2, is_transient: true } }),
+};
+
+async function actionsOf(...drivers) {
+  let n = 0;
+  for (const d of drivers) n += (await d.ask('state', { key: 'any' })).actions;
+  return n;
+}
+
+test('runProviderCall: a rate limit in one process opens the quota circuit in another, and exactly one probes', T, async (t) => {
+  const { a, b } = await twoProcesses(t, {});
+  const K = providerCircuitKey('instagram', 'read', '17841400008460056');
+  const quota = `${K}:quota`;
+  // B holds K's circuits (its first call re-reads the fleet's view of both).
+  assert.equal((await b.ask('provider', { key: K })).outcome, 'ran');
+
+  // A: Meta answers 429 with Retry-After: 1. CONN_008 opens A's quota circuit.
+  const limited = await a.ask('provider', { key: K, response: rateLimited });
+  assert.deepEqual([limited.outcome, limited.code, limited.circuitOpen, limited.retryAfterSeconds],
+                   ['failed', 'CONN_008', false, 1]);
+  assert.equal((await a.ask('state', { key: quota })).state, 'OPEN');
+  assert.equal((await a.ask('state', { key: `${K}:transient` })).state, 'CLOSED');
+  // B never called Meta for it; the push reaches it asynchronously. Its call
+  // is refused as the quota circuit refuses, and its action never runs.
+  assert.ok(await pollUntil(async () => (await b.ask('state', { key: quota })).state === 'OPEN', POLL),
+            'B never saw the quota circuit OPEN');
+  const before = (await b.ask('state', { key: quota })).actions;
+  const refused = await b.ask('provider', { key: K });
+  assert.deepEqual([refused.outcome, refused.code, refused.circuitOpen], ['rejected', 'CONN_008', true]);
+  assert.ok(refused.retryAfterSeconds >= 1, `retryAfterSeconds ${refused.retryAfterSeconds}`);
+  assert.equal(refused.actions, before, 'B called Meta while the quota circuit was OPEN');
+
+  // The recovery time over, both try at once: one action runs in the fleet.
+  const actions = await actionsOf(a, b);
+  const { winner, loser, reply } = await oneProbe(a, b, 'providerHeld', K, quota);
+  assert.equal((await winner.ask('state', { key: quota })).state, 'HALF_OPEN');
+  assert.equal(await actionsOf(a, b), actions + 1, 'not exactly one probe across both processes');
+  await winner.ask('release');
+  assert.equal((await reply).outcome, 'ran');
+  // Its success closes the quota circuit in both.
+  assert.equal((await winner.ask('state', { key: quota })).state, 'CLOSED');
+  assert.ok(await pollUntil(async () => (await loser.ask('state', { key: quota })).state === 'CLOSED', POLL),
+            'the loser never saw the quota circuit close');
+  assert.equal((await loser.ask('provider', { key: K })).outcome, 'ran');
+  await closeBoth(a, b);
+});
+
+test('runProviderCall: CONN_003 failures in one process open the transient circuit in another', T, async (t) => {
+  const { a, b } = await twoProcesses(t, {});
+  const K = providerCircuitKey('instagram', 'publish', '17841400008460056');
+  // Seed 000: at least 3 calls, more than half failed transiently.
+  for (let i = 0; i < 3; ++i) {
+    const r = await a.ask('provider', { key: K, response: unavailable });
+    assert.deepEqual([r.outcome, r.code, r.circuitOpen], ['failed', 'CONN_003', false]);
+  }
+  assert.equal((await a.ask('state', { key: `${K}:transient` })).state, 'OPEN');
+  assert.equal((await a.ask('state', { key: `${K}:quota` })).state, 'CLOSED');
+  // B never called K: its first call reads the fleet's view (on the libuv
+  // pool) and is refused, its action never run.
+  const refused = await b.ask('provider', { key: K });
+  assert.deepEqual([refused.outcome, refused.code, refused.circuitOpen], ['rejected', 'CONN_003', true]);
+  assert.ok(refused.retryAfterSeconds > 0 && refused.retryAfterSeconds <= 30,
+            `retryAfterSeconds ${refused.retryAfterSeconds}`);
+  assert.equal(refused.actions, 0, 'B called Meta while the transient circuit was OPEN');
+  assert.equal((await b.ask('state', { key: `${K}:transient` })).state, 'OPEN');
+  // And refuses on the spot from then on.
+  assert.equal((await b.ask('provider', { key: K })).outcome, 'rejected');
+  await closeBoth(a, b);
+});
 
 test('a hung, then dead, Redis: calls go on locally and the event loop never waits', T, async (t) => {
   const redis = await RedisServer.start();
@@ -322,15 +339,22 @@ test('runProviderCall: close() while a start asks Redis rejects the call as clos
   assert.equal(called, false);
 });
 
-test('a process with an open Registry({ redis }) exits when its work is done', T, async (t) => {
-  const redis = await RedisServer.start();
-  t.after(() => redis.stop());
-  const script = `const { Registry } = require(${JSON.stringify(path.join(__dirname, '..'))});
-    const r = new Registry({ redis: ${JSON.stringify(redis.url)} });
-    r.run('k', () => 42).then((v) => { if (v !== 42) process.exit(3); });`;
+// Runs `body` (a script given the package as `fusebox` and the URL as
+// `url`) in a child process that must exit by itself, with status 0.
+function exitsByItself(url, body) {
+  const script = `const fusebox = require(${JSON.stringify(path.join(__dirname, '..'))});
+    const url = ${JSON.stringify(url)};
+    ${body}`;
   const child = spawnSync(process.execPath, ['-e', script], { timeout: 30000, encoding: 'utf8' });
   assert.equal(child.error, undefined);
   assert.equal(child.status, 0, child.stderr);
+}
+
+test('a process with an open Registry({ redis }) exits when its work is done', T, async (t) => {
+  const redis = await RedisServer.start();
+  t.after(() => redis.stop());
+  exitsByItself(redis.url, `const r = new fusebox.Registry({ redis: url });
+    r.run('k', () => 42).then((v) => { if (v !== 42) process.exit(3); });`);
 });
 
 test('options.redis: a bad URL or option is a TypeError naming it, never the password', T, () => {
@@ -349,4 +373,132 @@ test('options.redis: a bad URL or option is a TypeError naming it, never the pas
   r.close();
   assert.throws(() => r.state('k'), /closed/);
   r.close();  // idempotent
+});
+
+// --- CoreBreaker and CircuitBreaker({ resilience4j, redis, name }) ----------
+
+test('CircuitBreaker: one process trips a key; another rejects it without calling its action, and exactly one of them probes', T, async (t) => {
+  const { a, b } = await twoProcesses(t, { api: 'CircuitBreaker' });
+  const K = 'graph:read:1';
+  assert.equal((await b.ask('ok', { key: K })).outcome, 'ran');  // B joins K's fleet
+  await tripInAThenBRefuses(a, b, K);
+  await oneProbeClosesBoth(a, b, K);
+});
+
+test('breakers and registries naming the same Redis share one store per process; the last one gone destroys it', T, async (t) => {
+  const redis = await RedisServer.start();
+  t.after(() => redis.stop());
+  // The stores of earlier tests are destroyed on the libuv pool after their
+  // last user closed: wait for them, so that only this test's count.
+  assert.ok(await pollUntil(() => fleetStores() === 0, POLL), 'an earlier test left a store alive');
+  const base = 0;
+  const r4j = { minimumNumberOfCalls: 2, slidingWindowSize: 2 };
+  const one = new CircuitBreaker(async () => 1, { resilience4j: r4j, redis: redis.url, name: 'a' });
+  const two = new CircuitBreaker(async () => 2, { resilience4j: r4j, redis: redis.url, name: 'b' });
+  const core = new CoreBreaker(r4j, { name: 'c', redis: { url: redis.url } });
+  const registry = new Registry({ redis: redis.url, defaults: r4j });
+  assert.equal(fleetStores(), base + 1);
+  // Other options are another store.
+  const other = new CoreBreaker(r4j, { name: 'c', redis: { url: redis.url, prefix: 'other:' } });
+  assert.equal(fleetStores(), base + 2);
+  assert.deepEqual([await one.fire(), await two.fire()], [1, 2]);
+  // A call that must read the fleet's view first is a promise (the first
+  // one, unless the store's own refresh was faster, and the first after the
+  // subscriber connected); a CLOSED breaker's next ones are not.
+  core.onSuccess(await core.tryAcquire());
+  assert.ok(await pollUntil(() => one.fleetHealth().connected, POLL), 'never connected');
+  core.onSuccess(await core.tryAcquire());
+  assert.equal(typeof core.tryAcquire(), 'number');
+
+  other.close();
+  other.close();  // idempotent
+  assert.equal(other.closed, true);
+  assert.throws(() => other.tryAcquire(), { code: 'ECLOSED' });
+  assert.equal(other.fleetHealth(), undefined);
+  one.shutdown();
+  await assert.rejects(one.fire(), { code: 'ESHUTDOWN' });
+  assert.ok(await pollUntil(() => fleetStores() === base + 1, POLL), 'the other store stayed');
+  assert.equal(await two.fire(), 2);  // the store lives on for its other users
+  two.shutdown();
+  core.close();  // its pending permit goes back
+  assert.equal(await registry.run('r', () => 3), 3);
+  registry.close();
+  assert.ok(await pollUntil(() => fleetStores() === base, POLL), 'the last user left the store alive');
+});
+
+test('CircuitBreaker and CoreBreaker: redis needs resilience4j and a name; a bad URL never shows its password', T, () => {
+  assert.throws(() => new CircuitBreaker(() => 1, { redis: 'redis://127.0.0.1:1', name: 'k' }),
+                { name: 'TypeError', message: /options\.redis needs options\.resilience4j/ });
+  assert.throws(() => new CircuitBreaker(() => 1, { resilience4j: {}, redis: 'redis://127.0.0.1:1' }),
+                { name: 'TypeError', message: /options\.redis needs options\.name/ });
+  for (const name of [undefined, '']) {
+    assert.throws(() => new CoreBreaker({}, { name, redis: 'redis://127.0.0.1:1' }),
+                  { name: 'TypeError', message: /options\.redis needs options\.name/ });
+  }
+  const leaks = (make) => assert.throws(make, (e) => {
+    assert.ok(e instanceof TypeError, String(e));
+    assert.match(e.message, /options\.redis/);
+    assert.doesNotMatch(e.message, /s3cret/);
+    return true;
+  });
+  leaks(() => new CircuitBreaker(() => 1, { resilience4j: {}, name: 'k', redis: 'redis://:s3cret@127.0.0.1:99999/0' }));
+  leaks(() => new CoreBreaker({}, { name: 'k', redis: 'redis://:s3cret@127.0.0.1:99999/0' }));
+  leaks(() => new CoreBreaker({}, { name: 'k', redis: { url: 'http://:s3cret@x' } }));
+  assert.throws(() => new CoreBreaker({}, { name: 'k', redis: { url: 'redis://127.0.0.1:1', commandTimeoutMs: 0 } }),
+                { name: 'RangeError', message: /options\.redis\.commandTimeoutMs/ });
+  assert.equal(new CoreBreaker({}).fleetHealth(), undefined);
+});
+
+test('CircuitBreaker({ redis }): a hung, then dead, Redis: calls are decided locally and never hang', T, async (t) => {
+  const redis = await RedisServer.start();
+  const options = {
+    resilience4j: defaults, timeout: false,
+    redis: { url: redis.url, commandTimeoutMs: 2000, heartbeatMs: 100 },
+  };
+  const breakers = new Map();
+  const fire = (name, fn) => {
+    if (!breakers.has(name)) breakers.set(name, new CircuitBreaker((f) => f(), { ...options, name }));
+    return breakers.get(name).fire(fn);
+  };
+  t.after(async () => { for (const b of breakers.values()) b.shutdown(); await redis.stop(); });
+  assert.equal(await fire('warm', () => 0), 0);
+  assert.ok(await pollUntil(() => breakers.get('warm').fleetHealth().connected, POLL), 'never connected');
+
+  redis.pause();
+  // A new breaker's first call must ask the hung Redis: a promise, settled
+  // on the libuv pool, admitted once the command timed out (fail-open).
+  const core = new CoreBreaker(defaults, { name: 'paused', redis: options.redis });
+  const asked = core.tryAcquire();
+  assert.ok(asked instanceof Promise, `tryAcquire() returned ${asked}`);
+  const names = Array.from({ length: 12 }, (_, i) => `new:${i}`);
+  const hung = await longestGap(Promise.all([
+    ...names.map((n, i) => fire(n, async () => i)),
+    ...Array.from({ length: 50 }, (_, i) => fire('warm', () => i)),
+  ]));
+  assert.deepEqual(hung.results.slice(0, 12), names.map((_, i) => i));
+  assert.ok(hung.longest < 1000, `the event loop stalled ${hung.longest} ms while Redis hung`);
+  core.onSuccess(await asked);
+  core.close();
+
+  await redis.stop();
+  for (let i = 0; i < 4; ++i) await assert.rejects(fire('trip', () => { throw new Error('x'); }), /x/);
+  assert.equal(breakers.get('trip').core.state, 'OPEN');  // the local breaker still decides
+  await assert.rejects(fire('trip', () => 1), { code: 'EOPENBREAKER' });
+  const dead = await longestGap(Promise.all(Array.from({ length: 200 }, (_, i) => fire(`dead:${i % 20}`, () => i))));
+  assert.equal(dead.results.length, 200);
+  assert.ok(dead.longest < 1000, `the event loop stalled ${dead.longest} ms while Redis was down`);
+  assert.ok(await pollUntil(async () => {
+    try { return (await fire('trip', () => 'probe')) === 'probe'; } catch { return false; }
+  }, POLL), 'the probe was never admitted with Redis down');
+  assert.equal(breakers.get('trip').fleetHealth().connected, false);
+});
+
+test('a process with a CircuitBreaker({ redis }) exits when its work is done, without shutdown()', T, async (t) => {
+  const redis = await RedisServer.start();
+  t.after(() => redis.stop());
+  exitsByItself(redis.url, `const b = new fusebox.CircuitBreaker(async () => 42,
+      { resilience4j: {}, redis: url, name: 'exit:1' });
+    const c = new fusebox.CoreBreaker({}, { name: 'exit:2', redis: url });
+    b.fire().then((v) => { if (v !== 42) process.exit(3); });
+    Promise.resolve(c.tryAcquire()).then((s) => { if (!(s >= 0)) process.exit(4); });`);
 });

@@ -1,29 +1,55 @@
 'use strict';
-// A Node process of the fleet test (fleet.test.js): one Registry({ redis })
-// driven over IPC. Each message { id, op, ... } gets one reply { id, ... }.
-//   init { url, defaults }     the registry
+// A Node process of the fleet test (fleet.test.js): one Registry({ redis }),
+// or with api 'CircuitBreaker' one CircuitBreaker({ resilience4j, redis,
+// name: key }) per key, driven over IPC. Each message { id, op, ... } gets
+// one reply { id, ... }.
+//   init { url, defaults, api? }  the registry (or the breakers' options)
 //   fail { key, n }            n failing calls; replies the outcomes
 //   ok { key }                 one succeeding call: 'ran' | 'rejected'
+//   try { key }                as ok, with a refusal's code, retryAt, retryAfterMs
 //   held { key }               one call whose action waits for a 'release'
 //                              message: sends { event: 'running' } when it
 //                              starts; replies 'ran' | 'rejected'
-//   read { key, value }        a stale-if-error read of key through the
+//   read { key, value }        (Registry only) a stale-if-error read of key through the
 //                              registry (freshForMs 0: every read calls
 //                              unless refused): { value, stale, source }
-//   provider { key, response? } one runProviderCall(registry, key): its action
+//   provider { key, response? } (Registry only) one runProviderCall(registry, key): its action
 //                              succeeds, or throws an error carrying the Meta
 //                              `response` ({ status, headers, body });
 //                              replies the outcome and the ProviderError's
 //                              code, circuitOpen, retryAfterSeconds
 //   providerHeld { key }       as held, through runProviderCall
 //   state { key }              state(key), metrics(key), nowMs()
-//   close                      registry.close()
-const { Registry, StaleIfErrorReader, runProviderCall } = require('..');
+//   close                      registry.close(), or every breaker's shutdown()
+const { CircuitBreaker, Registry, StaleIfErrorReader, runProviderCall } = require('..');
 
 let registry;
 const reader = new StaleIfErrorReader({ freshForMs: 0 });
 let release;
 let actions = 0;
+
+// The Registry calls this driver makes, on one CircuitBreaker per key: the
+// action is fire()'s argument.
+class Breakers {
+  constructor(redis, defaults) {
+    this.options = { redis, resilience4j: defaults, timeout: false };
+    this.breakers = new Map();
+  }
+  get(key) {
+    let b = this.breakers.get(key);
+    if (!b) {
+      b = new CircuitBreaker((fn) => fn(), { ...this.options, name: key });
+      this.breakers.set(key, b);
+    }
+    return b;
+  }
+  run(key, fn) { return this.get(key).fire(fn); }
+  state(key) { return this.get(key).core.state; }
+  metrics(key) { return this.get(key).core.metrics(); }
+  nowMs() { return this.get('clock').core.nowMs(); }
+  fleetHealth() { return this.get('clock').fleetHealth(); }
+  close() { for (const b of this.breakers.values()) b.shutdown(); }
+}
 
 // A refusal (the action not called) is 'rejected': Registry.run's
 // OpenBreakerError, or runProviderCall's ProviderError with circuitOpen.
@@ -49,7 +75,9 @@ function heldAction() {
 
 const ops = {
   init: (m) => {
-    registry = new Registry({ redis: { url: m.url, heartbeatMs: 100 }, defaults: m.defaults });
+    const redis = { url: m.url, heartbeatMs: 100 };
+    registry = m.api === 'CircuitBreaker' ? new Breakers(redis, m.defaults)
+      : new Registry({ redis, defaults: m.defaults });
     return {};
   },
   fail: async (m) => {
@@ -60,6 +88,14 @@ const ops = {
     return { outcomes };
   },
   ok: async (m) => ({ outcome: await outcome(registry.run(m.key, () => { ++actions; })), actions }),
+  try: async (m) => {
+    try {
+      await registry.run(m.key, () => { ++actions; });
+      return { outcome: 'ran', actions };
+    } catch (e) {
+      return { outcome: 'rejected', code: e.code, retryAt: e.retryAt, retryAfterMs: e.retryAfterMs, actions };
+    }
+  },
   held: async (m) => ({ outcome: await outcome(registry.run(m.key, heldAction)), actions }),
   provider: async (m) => {
     try {

@@ -762,7 +762,8 @@ inline std::optional<Status> CircuitBreaker::TryReject() noexcept {
   // that asks TryReject() before TryAcquire() pays one load for it).
   const std::uint64_t word = word_.load(std::memory_order_acquire);
   const State state = StateOf(word);
-  if (state != State::kOpen && state != State::kForcedOpen) [[likely]] return std::nullopt;
+  if (state != State::kOpen && state != State::kForcedOpen) [[likely]]
+    return std::nullopt;
   return TryRejectGeneral(word);
 }
 

@@ -1,5 +1,5 @@
 // Admission: TryAcquire()'s general path (every state but a clean CLOSED),
-// TryReject(), rejections, and timers caught up with on a call.
+// TryReject()'s (OPEN and FORCED_OPEN), rejections, and timers caught up with on a call.
 #include <optional>
 
 #include "circuit_breaker_core.h"
@@ -103,8 +103,7 @@ Status CircuitBreaker::RejectOpen(std::uint64_t word, Duration::rep deadline) no
   return Status::Rejected(StatusCode::kCircuitOpen, "open", until);
 }
 
-std::optional<Status> CircuitBreaker::TryReject() noexcept {
-  const std::uint64_t word = word_.load(std::memory_order_acquire);
+std::optional<Status> CircuitBreaker::TryRejectGeneral(std::uint64_t word) noexcept {
   // A view to re-read from the fleet first: TryAcquire() would ask the store.
   if (word & internal::kSharedStaleBit) return std::nullopt;
   const Duration::rep deadline = deadline_ns_.load(std::memory_order_relaxed);

@@ -15,18 +15,6 @@
 #include "per_breaker_policies.h"
 
 namespace fusebox {
-namespace {
-
-// The breaker's own rule for timing Call() (CallTiming in circuit_breaker.h).
-bool BreakerWantsPrecise(const CircuitBreaker& breaker) {
-  const CircuitBreakerConfig& c = breaker.config();
-  return c.call_timing == CallTiming::kPrecise ||
-         (c.call_timing == CallTiming::kAuto &&
-          c.slow_call_duration_threshold < std::chrono::seconds(1));
-}
-
-}  // namespace
-
 // A keyed pipeline's per-key policies (per_breaker_policies.h).
 struct Pipeline::PerKey : internal::PerBreakerPolicies {
   using internal::PerBreakerPolicies::PerBreakerPolicies;
@@ -150,7 +138,7 @@ Pipeline::Pipeline(Builder builder)
                                       : (timeout_ != nullptr ? &timeout_->clock() : nullptr))),
       registry_(builder.registry_.get()),
       stages_{rate_limiter_, bulkhead_, breaker_,
-              (breaker_ != nullptr && BreakerWantsPrecise(*breaker_)) ||
+              (breaker_ != nullptr && breaker_->precise_call_timing()) ||
                   (timeout_ != nullptr && timeout_->precise_timing())},
       recording_(builder.recording_),
       retry_after_(builder.retry_after_),
@@ -177,7 +165,7 @@ Outcome Pipeline::FailureOutcome(const Status& failure, Duration elapsed) const 
 
 Pipeline::Stages Pipeline::StagesOf(CircuitBreaker& breaker) const {
   return Stages{rate_limiter_, bulkhead_, &breaker,
-                stages_.precise || BreakerWantsPrecise(breaker)};
+                stages_.precise || breaker.precise_call_timing()};
 }
 
 Result<Pipeline::KeyedStages> Pipeline::StagesFor(Result<std::shared_ptr<CircuitBreaker>> breaker) {

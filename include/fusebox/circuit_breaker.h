@@ -501,6 +501,8 @@ class [[nodiscard]] Permit {
 
   // False once an outcome was recorded or the permit was moved from.
   bool pending() const noexcept { return breaker_ != nullptr; }
+  // The breaker that issued the permit while it is pending, else nullptr.
+  const CircuitBreaker* breaker() const noexcept { return breaker_; }
 
  private:
   friend class CircuitBreaker;
@@ -578,6 +580,10 @@ class CircuitBreaker {
   const std::string& name() const noexcept { return name_; }
   const CircuitBreakerConfig& config() const noexcept { return config_; }
   Clock& clock() const noexcept { return clock_; }
+  // Whether Call() times its callable with Clock::Now() (true) or
+  // Clock::CoarseNow(): config().call_timing resolved as CallTiming says. A
+  // caller that times its calls itself can follow the breaker's rule.
+  bool precise_call_timing() const noexcept { return precise_call_timing_; }
 
   // A consistent snapshot of the window and counters.
   CircuitBreakerMetrics metrics() const;
@@ -660,6 +666,7 @@ class CircuitBreaker {
   // With `would_block` set, a path that would ask the store sets it instead
   // and returns an error that means nothing (TryAcquireWithoutBlocking()).
   Result<Permit> TryAcquireGeneral(std::uint64_t word, bool* would_block = nullptr) noexcept;
+  std::optional<Status> TryRejectGeneral(std::uint64_t word) noexcept;
   Result<Permit> AcquireSharedProbe(std::uint64_t word) noexcept;
   Status RejectOpen(std::uint64_t word, Duration::rep deadline) noexcept;
   void RecordSuccess(std::uint32_t epoch, bool half_open_slot, Duration d) noexcept;
@@ -747,6 +754,17 @@ inline std::optional<Result<Permit>> CircuitBreaker::TryAcquireWithoutBlocking()
   Result<Permit> r = TryAcquireGeneral(word, &would_block);
   if (would_block) return std::nullopt;
   return r;
+}
+
+inline std::optional<Status> CircuitBreaker::TryReject() noexcept {
+  // Only OPEN and FORCED_OPEN refuse without a permit; every other state
+  // answers nullopt from the word alone, without reading the clock (a call
+  // that asks TryReject() before TryAcquire() pays one load for it).
+  const std::uint64_t word = word_.load(std::memory_order_acquire);
+  const State state = StateOf(word);
+  if (state != State::kOpen && state != State::kForcedOpen) [[likely]]
+    return std::nullopt;
+  return TryRejectGeneral(word);
 }
 
 inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_slot,

@@ -290,13 +290,13 @@ std::optional<std::variant<ProviderPermits, ProviderError>> AdmitFrom(
 }
 
 void ProviderPermits::Finish(const ProviderError* error) {
-  const Duration elapsed = clock_->Now() - start_;
+  const Duration elapsed = Now() - start_;
   inner_.Record(QuotaOutcome(error, elapsed));
   outer_.Record(TransientOutcome(error, elapsed));
 }
 
 void ProviderPermits::FinishWithException() {
-  const Duration elapsed = clock_->Now() - start_;
+  const Duration elapsed = Now() - start_;
   inner_.Record(Outcome::Ignored(elapsed));
   outer_.Record(Outcome::Failure(elapsed));
 }

@@ -180,11 +180,19 @@ Outcome TransientOutcome(const ProviderError* error, Duration elapsed);
 Outcome QuotaOutcome(const ProviderError* error, Duration elapsed);
 
 // One provider call's two permits, from Admit(): what RunProviderCall and
-// ProviderCall share. The breakers must outlive it.
+// ProviderCall share. The breakers must outlive it. It times the call as the
+// breakers' Call() would (CallTiming): with Clock::Now() only when one of
+// them wants precise timing, else with CoarseNow() (the provider templates'
+// slow-call threshold is 60 s; a coarse read costs a sixth of a precise one).
 class ProviderPermits {
  public:
   ProviderPermits(Permit outer, Permit inner, Clock& clock)
-      : outer_(std::move(outer)), inner_(std::move(inner)), clock_(&clock), start_(clock.Now()) {}
+      : outer_(std::move(outer)),
+        inner_(std::move(inner)),
+        clock_(&clock),
+        precise_(outer_.breaker()->precise_call_timing() ||
+                 inner_.breaker()->precise_call_timing()),
+        start_(Now()) {}
 
   // Records the call's result in both circuits: nullptr for a success. Once.
   void Finish(const ProviderError* error);
@@ -192,9 +200,12 @@ class ProviderPermits {
   void FinishWithException();
 
  private:
+  TimePoint Now() const { return precise_ ? clock_->Now() : clock_->CoarseNow(); }
+
   Permit outer_;  // the transient circuit's
   Permit inner_;  // the quota circuit's
   Clock* clock_;
+  bool precise_;
   TimePoint start_;
 };
 

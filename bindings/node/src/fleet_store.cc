@@ -29,7 +29,6 @@ StoreTable& Table() {
   return *table;
 }
 
-
 // options.redis read into SharedStateOptions; `identity` receives the key
 // stores are shared by: the URL as written and the options (never shown).
 redis::SharedStateOptions ReadRedisOptions(Napi::Env env, const Napi::Value& v,
@@ -112,10 +111,8 @@ Napi::Promise AcquireOnPool(Napi::Env env, Napi::Object owner,
   CircuitBreaker* b = breaker.get();
   return OnPool(
       env, "fusebox:acquire", owner, [b] { return b->TryAcquire(); },
-      [breaker = std::move(breaker), done = std::move(done)](Napi::Env e,
-                                                             Result<Permit>& permit) mutable {
-        return done(e, breaker, permit);
-      });
+      [breaker = std::move(breaker), done = std::move(done)](
+          Napi::Env e, Result<Permit>& permit) mutable { return done(e, breaker, permit); });
 }
 
 Napi::Object FleetHealthObject(Napi::Env env, const redis::RedisSharedState& store) {

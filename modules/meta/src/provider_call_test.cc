@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "fusebox/stale_cache.h"
 #include "fusebox/testing/manual_clock.h"
@@ -347,6 +350,56 @@ TEST_F(ProviderCallTest, CustomTemplatesAreKept) {
   EXPECT_EQ(registry_->Find(key_ + ":transient")->config().wait_duration_in_open_state,
             seconds(30));
   ASSERT_TRUE(AddProviderCircuitConfigs(*registry_).ok());
+}
+
+// A clock whose coarse reading lags: CoarseNow() is Now() rounded down to
+// 10 ms, as a kernel's coarse clock ticks. Timers are the manual clock's.
+class TickingClock final : public Clock {
+ public:
+  TimePoint Now() const override { return manual.Now(); }
+  TimePoint CoarseNow() const override {
+    const Duration since = manual.Now() - testing::ManualClock::kEpoch;
+    return testing::ManualClock::kEpoch + since - since % std::chrono::milliseconds(10);
+  }
+  void SleepUntil(TimePoint deadline) override { manual.SleepUntil(deadline); }
+  TimerId ScheduleAt(TimePoint deadline, std::function<void()> fn) override {
+    return manual.ScheduleAt(deadline, std::move(fn));
+  }
+  bool Cancel(TimerId id) override { return manual.Cancel(id); }
+  testing::ManualClock manual;
+};
+
+// A provider call is timed as the breakers' Call() would time it: on the
+// coarse clock with seed 000's templates (60 s slow-call threshold), on the
+// precise one as soon as one circuit wants it (a threshold under 1 s). The
+// durations reach the circuits' totals, the counters a dashboard reads.
+TEST(ProviderCallTiming, CoarseUnlessACircuitWantsPrecision) {
+  auto success_time = [](Registry& registry, const std::string& circuit) {
+    return registry.Find(circuit)->totals().call_time[static_cast<int>(OutcomeKind::kSuccess)];
+  };
+  for (const bool precise_quota : {false, true}) {
+    SCOPED_TRACE(precise_quota ? "quota threshold 500 ms" : "seed 000's templates");
+    TickingClock clock;
+    clock.manual.Advance(std::chrono::milliseconds(4));  // mid-tick: coarse reads 0
+    RegistryOptions o;
+    o.clock = &clock;
+    std::unique_ptr<Registry> registry = std::move(*Registry::Create(std::move(o)));
+    if (precise_quota) {
+      CircuitBreakerConfig quota = QuotaCircuitConfig();
+      quota.slow_call_duration_threshold = std::chrono::milliseconds(500);
+      ASSERT_TRUE(registry->AddConfig(std::string(kQuotaConfigName), quota).ok());
+    }
+    const std::string key = *ProviderCircuitKey("instagram", Workload::kRead, "1");
+    ProviderResult<int> r = RunProviderCall(*registry, key, [&]() -> ProviderResult<int> {
+      clock.manual.Advance(std::chrono::milliseconds(3));  // ends at 7 ms: coarse still 0
+      return 1;
+    });
+    ASSERT_TRUE(r.has_value());
+    const Duration expected = precise_quota ? std::chrono::milliseconds(3) : Duration::zero();
+    // Both circuits record the one duration the call was timed with.
+    EXPECT_EQ(success_time(*registry, key + ":quota"), expected);
+    EXPECT_EQ(success_time(*registry, key + ":transient"), expected);
+  }
 }
 
 // The circuit names are built on the stack for keys up to 246 bytes and in a

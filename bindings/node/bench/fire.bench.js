@@ -122,4 +122,5 @@ async function main () {
   }
 }
 
-main();
+module.exports = { Floor };
+if (require.main === module) main();

@@ -135,18 +135,24 @@ async function tripInAThenBRefuses(a, b, K) {
   return before;
 }
 
-// Exactly one probe of K runs across a and b, and its success closes K in
-// both processes; then both drivers close and exit cleanly.
-async function oneProbeClosesBoth(a, b, K) {
-  const { winner, loser, reply } = await oneProbe(a, b, 'held', K);
+// The held probe of oneProbe() is released: it runs, its success closes
+// `circuit` in both processes, and then a call (`op` on `key`) runs in both;
+// both drivers close and exit cleanly.
+async function probeClosesBoth({ winner, loser, reply }, a, b, op, key, circuit = key) {
   await winner.ask('release');
   assert.equal((await reply).outcome, 'ran');
-  assert.equal((await winner.ask('state', { key: K })).state, 'CLOSED');
-  assert.ok(await pollUntil(async () => (await loser.ask('state', { key: K })).state === 'CLOSED', POLL),
-            'the loser never saw K close');
-  assert.equal((await loser.ask('ok', { key: K })).outcome, 'ran');
-  assert.equal((await winner.ask('ok', { key: K })).outcome, 'ran');
+  assert.equal((await winner.ask('state', { key: circuit })).state, 'CLOSED');
+  assert.ok(await pollUntil(async () => (await loser.ask('state', { key: circuit })).state === 'CLOSED', POLL),
+            `the loser never saw ${circuit} close`);
+  assert.equal((await loser.ask(op, { key })).outcome, 'ran');
+  assert.equal((await winner.ask(op, { key })).outcome, 'ran');
   await closeBoth(a, b);
+}
+
+// Exactly one probe of K runs across a and b, and its success closes K in
+// both processes.
+async function oneProbeClosesBoth(a, b, K) {
+  await probeClosesBoth(await oneProbe(a, b, 'held', K), a, b, 'ok', K);
 }
 
 test('one Node process trips a key; another rejects it and serves its stale snapshot, and exactly one of them probes', T, async (t) => {
@@ -250,17 +256,11 @@ test('runProviderCall: a rate limit in one process opens the quota circuit in an
 
   // The recovery time over, both try at once: one action runs in the fleet.
   const actions = await actionsOf(a, b);
-  const { winner, loser, reply } = await oneProbe(a, b, 'providerHeld', K, quota);
-  assert.equal((await winner.ask('state', { key: quota })).state, 'HALF_OPEN');
+  const probe = await oneProbe(a, b, 'providerHeld', K, quota);
+  assert.equal((await probe.winner.ask('state', { key: quota })).state, 'HALF_OPEN');
   assert.equal(await actionsOf(a, b), actions + 1, 'not exactly one probe across both processes');
-  await winner.ask('release');
-  assert.equal((await reply).outcome, 'ran');
   // Its success closes the quota circuit in both.
-  assert.equal((await winner.ask('state', { key: quota })).state, 'CLOSED');
-  assert.ok(await pollUntil(async () => (await loser.ask('state', { key: quota })).state === 'CLOSED', POLL),
-            'the loser never saw the quota circuit close');
-  assert.equal((await loser.ask('provider', { key: K })).outcome, 'ran');
-  await closeBoth(a, b);
+  await probeClosesBoth(probe, a, b, 'provider', K, quota);
 });
 
 test('runProviderCall: CONN_003 failures in one process open the transient circuit in another', T, async (t) => {

@@ -215,6 +215,19 @@ struct Scenario {
   bool pends;
 };
 
+// Scenario steps: this instance holds the key's circuits, then the other
+// one's rate limit opens the quota circuit (seen here through the store)...
+void QuotaOpenedElsewhere(Fleet& f) {
+  ASSERT_TRUE(f.Call(*f.here, nullptr));
+  ASSERT_TRUE(f.Call(*f.other, &kRateLimited));
+}
+
+// ... and the quota circuit's wait is over.
+void QuotaWaitOver(Fleet& f) {
+  QuotaOpenedElsewhere(f);
+  f.clock.Advance(seconds(10) + Duration(1));
+}
+
 // Completing a pending start gives what Start() gives: the same call or
 // refusal, recorded the same way, with the same store calls. Each scenario
 // runs on two identical fleets, one started each way.
@@ -229,24 +242,11 @@ TEST(ProviderCallWithoutBlocking, CompletingAPendingStartGivesWhatStartGives) {
          for (int i = 0; i < 3; ++i) ASSERT_TRUE(f.Call(*f.other, &kTransient));
        },
        true},
-      {"the quota opened elsewhere and seen here",
-       [](Fleet& f) {
-         ASSERT_TRUE(f.Call(*f.here, nullptr));
-         ASSERT_TRUE(f.Call(*f.other, &kRateLimited));
-       },
-       false},
-      {"the quota's wait over, the lease free",
-       [](Fleet& f) {
-         ASSERT_TRUE(f.Call(*f.here, nullptr));
-         ASSERT_TRUE(f.Call(*f.other, &kRateLimited));
-         f.clock.Advance(seconds(10) + Duration(1));
-       },
-       true},
+      {"the quota opened elsewhere and seen here", &QuotaOpenedElsewhere, false},
+      {"the quota's wait over, the lease free", &QuotaWaitOver, true},
       {"the quota's wait over, its lease held by the other instance's probe",
        [](Fleet& f) {
-         ASSERT_TRUE(f.Call(*f.here, nullptr));
-         ASSERT_TRUE(f.Call(*f.other, &kRateLimited));
-         f.clock.Advance(seconds(10) + Duration(1));
+         QuotaWaitOver(f);
          f.StartRunning(*f.other);
        },
        true},

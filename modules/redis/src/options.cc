@@ -69,6 +69,23 @@ std::string ShownKey(std::string_view key) {
   return "query parameter '" + std::string(key) + "'";
 }
 
+// A timeout value is echoed only when it is shaped like a duration (a sign,
+// digits and '.', then at most two letters of a unit: "0ms", "-5s", "1.5s"):
+// a mistyped password can land in the query ("redis://h:pa?connect_timeout=
+// ss3cret"), and its text must not reach a log.
+bool LooksLikeDuration(std::string_view v) {
+  std::size_t i = (!v.empty() && (v[0] == '+' || v[0] == '-')) ? 1 : 0;
+  const std::size_t digits_start = i;
+  while (i < v.size() && ((v[i] >= '0' && v[i] <= '9') || v[i] == '.')) ++i;
+  if (i == digits_start || i > 24) return false;
+  const std::size_t letters = v.size() - i;
+  if (letters > 2) return false;
+  for (; i < v.size(); ++i) {
+    if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z'))) return false;
+  }
+  return true;
+}
+
 std::optional<bool> ParseBool(std::string_view v) {
   if (v == "true" || v == "1" || v == "yes") return true;
   if (v == "false" || v == "0" || v == "no") return false;
@@ -105,10 +122,9 @@ Status ApplyQuery(std::string_view query, bool tls, ConnectionOptions& options) 
       const std::string_view value = pair.substr(eq + 1);
       Result<Duration> d = ParseDuration(value);
       if (!d || *d <= Duration::zero()) {
-        std::string shown;  // printable ASCII only: the URL is outside input
-        for (char c : value.substr(0, 32)) shown += (c >= 0x20 && c < 0x7f) ? c : '?';
-        return UrlError(ShownKey(key) + ": expected a positive duration such as 250ms, got \"" +
-                        shown + "\"");
+        std::string message = ShownKey(key) + ": expected a positive duration such as 250ms";
+        if (LooksLikeDuration(value)) message += ", got \"" + std::string(value) + "\"";
+        return UrlError(message);
       }
       (index == 4 ? options.connect_timeout : options.command_timeout) = *d;
       continue;

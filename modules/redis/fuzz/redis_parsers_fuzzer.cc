@@ -24,6 +24,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // As a whole URL, and as the userinfo part of one.
   (void)fusebox::redis::ParseRedisUrl(text);
   const std::string secret = "Zq7-fuzz-secret-Zq7";
+  // An input that spells the secret itself may see it echoed where a path is
+  // (ca_file): only the secret this target places must never be shown.
+  const bool input_has_secret = text.find(secret) != std::string_view::npos;
   for (const std::string& url : {"redis://:" + secret + "@" + std::string(text),
                                  "redis://" + std::string(text) + ":" + secret + "@h",
                                  "redis://h:" + std::string(text) + secret,
@@ -37,13 +40,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             v.ToString().find("go together") == std::string::npos) {
           std::abort();
         }
-        if (v.ToString().find(secret) != std::string::npos) std::abort();
+        if (!input_has_secret && v.ToString().find(secret) != std::string::npos) std::abort();
       }
       // The password never influences Describe(): only its presence does.
       fusebox::redis::ConnectionOptions other = *r;
       if (!other.password.empty()) other.password = "x";
       if (r->Describe() != other.Describe()) std::abort();
-    } else if (r.error().ToString().find(secret) != std::string::npos) {
+    } else if (!input_has_secret && r.error().ToString().find(secret) != std::string::npos) {
       std::abort();
     }
   }

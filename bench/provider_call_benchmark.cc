@@ -64,7 +64,7 @@ ProviderResult<int> SharedPathCall(Registry& registry, const std::string& key) {
       *registry.Get(key + ":transient", kTransientConfigName);
   std::shared_ptr<CircuitBreaker> quota = *registry.Get(key + ":quota", kQuotaConfigName);
   std::variant<internal::ProviderPermits, ProviderError> admitted =
-      internal::Admit(*transient, *quota, registry.clock());
+      internal::Admit(*transient, *quota, registry.clock(), registry.clock().CoarseNow());
   if (ProviderError* refused = std::get_if<ProviderError>(&admitted)) return *refused;
   ProviderResult<int> r = Succeed();
   std::get<internal::ProviderPermits>(admitted).Finish(r.has_value() ? nullptr : &r.error());
@@ -139,7 +139,8 @@ void Lookups(benchmark::State& state, const std::vector<int>& ids) {
   const std::size_t n = keys.size();
   std::size_t i = 0;
   for (auto _ : state) {
-    internal::BorrowedCircuits c = internal::BorrowProviderCircuits(registry, keys[i]);
+    internal::BorrowedCircuits c =
+        internal::BorrowProviderCircuits(registry, keys[i], registry.clock().CoarseNow());
     benchmark::DoNotOptimize(c);
     if (++i == n) i = 0;
   }
@@ -156,8 +157,8 @@ void Breakers(benchmark::State& state, const std::vector<int>& ids) {
   std::size_t i = 0;
   std::int64_t failed = 0;
   for (auto _ : state) {
-    std::variant<internal::ProviderPermits, ProviderError> admitted =
-        internal::Admit(*circuits[i].transient, *circuits[i].quota, registry.clock());
+    std::variant<internal::ProviderPermits, ProviderError> admitted = internal::Admit(
+        *circuits[i].transient, *circuits[i].quota, registry.clock(), registry.clock().CoarseNow());
     if (auto* permits = std::get_if<internal::ProviderPermits>(&admitted)) {
       permits->Finish(nullptr);
     } else {

@@ -163,10 +163,14 @@ void CircuitBreaker::DeferSuccess() noexcept {
   }
 }
 
-bool CircuitBreaker::StripeSuccess() noexcept {
+bool CircuitBreaker::StripeSuccess(TimePoint coarse_now) noexcept {
   // A TIME_BASED success needs the epoch second it is reported in: the coarse
-  // clock (~3 ns) is plenty for one-second buckets.
-  const std::uint32_t second = static_cast<std::uint32_t>(SecondOf(clock_.CoarseNow()));
+  // clock (~3 ns) is plenty for one-second buckets, and the caller's read of
+  // it as the call ended (Permit::Success) is as good as one taken here. A
+  // read from a second the stripe has left fails the compare below: the
+  // general path then reads the clock itself.
+  const std::uint32_t second = static_cast<std::uint32_t>(
+      SecondOf(coarse_now != TimePoint{} ? coarse_now : clock_.CoarseNow()));
   std::atomic<std::uint64_t>& stripe = core_->stripes[t_stripe].word;
   std::uint64_t v = stripe.load(std::memory_order_relaxed);
   while (static_cast<std::uint32_t>(v >> 32) == second && (v & kLow32) != kLow32) {

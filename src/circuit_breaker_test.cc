@@ -394,6 +394,27 @@ TEST(CircuitBreaker, TimeBasedOutcomesAgeOutAfterWindowSizeSeconds) {
   EXPECT_EQ(cb->metrics().failure_rate, -1.0f);
 }
 
+TEST(CircuitBreaker, TimeBasedSuccessLandsInTheSecondOfTheCallersCoarseRead) {
+  // Permit::Success(d, coarse_now): the window takes the success's second
+  // from the caller's read (Call() hands on its end read), not from a read
+  // of its own; a read from a second the window has left is not trusted.
+  ManualClock clock;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(TimeConfig(), clock));
+  clock.Advance(500ms);  // second 0
+  const TimePoint in_second_0 = clock.CoarseNow();
+  Succeed(*cb);
+  Succeed(*cb);                // the window is clean: successes go to the striped counters
+  clock.Set(kEpoch + 1500ms);  // second 1
+  cb->TryAcquire()->Success(1ms, in_second_0);
+  clock.Set(kEpoch + 10s);  // second 0 has left the window, second 1 has not
+  EXPECT_EQ(cb->metrics().buffered_calls, 0) << "counted in second 0, as the caller read";
+  // A read from second 0 now, when the window is at second 10: counted now.
+  cb->TryAcquire()->Success(1ms, in_second_0);
+  EXPECT_EQ(cb->metrics().buffered_calls, 1);
+  clock.Set(kEpoch + 19s);
+  EXPECT_EQ(cb->metrics().buffered_calls, 1) << "in second 10, still in the window";
+}
+
 TEST(CircuitBreaker, TimeBasedWindowSumsPerSecondBuckets) {
   ManualClock clock;
   FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(TimeConfig(), clock));
@@ -1646,6 +1667,45 @@ TEST(CircuitBreaker, CallMeasuresDurationOnTheClock) {
   EXPECT_TRUE(rec->outcomes[0].slow);
   EXPECT_EQ(rec->outcomes[1].duration, 1s);
   EXPECT_FALSE(rec->outcomes[1].slow);
+}
+
+// A ManualClock that counts its reads (timers never run).
+class CountingClock final : public Clock {
+ public:
+  TimePoint Now() const override {
+    ++precise_reads;
+    return clock.Now();
+  }
+  TimePoint CoarseNow() const override {
+    ++coarse_reads;
+    return clock.Now();
+  }
+  void SleepUntil(TimePoint deadline) override { clock.SleepUntil(deadline); }
+  TimerId ScheduleAt(TimePoint, std::function<void()>) override { return 0; }
+  bool Cancel(TimerId) override { return true; }
+  ManualClock clock;
+  mutable int precise_reads = 0;
+  mutable int coarse_reads = 0;
+};
+
+TEST(CircuitBreaker, ACoarselyTimedCallOnATimeBasedWindowReadsTheClockTwice) {
+  // Call() hands its end read on to the record: the TIME_BASED window takes
+  // the success's second from it instead of reading the clock a third time.
+  CountingClock clock;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(TimeConfig(), clock));
+  ASSERT_TRUE(cb->Call([] { return 1; }).has_value());  // arms the window's second
+  for (int i = 0; i < 2; ++i) {
+    const int coarse = clock.coarse_reads;
+    const int precise = clock.precise_reads;
+    if (i == 0) {
+      ASSERT_TRUE(cb->Call([] { return 1; }).has_value());
+    } else {
+      ASSERT_TRUE(cb->Call([] {}).ok());
+    }
+    EXPECT_EQ(clock.coarse_reads - coarse, 2) << (i == 0 ? "value" : "void");
+    EXPECT_EQ(clock.precise_reads - precise, 0);
+  }
+  EXPECT_EQ(cb->metrics().buffered_calls, 3);
 }
 
 TEST(CircuitBreaker, CallRecordsAndRethrowsExceptionsUnchanged) {

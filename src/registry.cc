@@ -570,11 +570,16 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::Get(const RegistryKey& key,
 }
 
 Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view config_name) {
-  return BorrowHashed(RegistryKey::Hash(key), key, config_name);
+  return BorrowHashed(RegistryKey::Hash(key), key, clock_.CoarseNow(), config_name);
 }
 
 Result<BorrowedBreaker> Registry::Borrow(const RegistryKey& key, std::string_view config_name) {
-  return BorrowHashed(key.hash(), key.key(), config_name);
+  return BorrowHashed(key.hash(), key.key(), clock_.CoarseNow(), config_name);
+}
+
+Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view config_name,
+                                         TimePoint coarse_now) {
+  return BorrowHashed(RegistryKey::Hash(key), key, coarse_now, config_name);
 }
 
 // A hit: the entry, published in a slot of this thread's, and touched.
@@ -607,8 +612,7 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::GetHashed(std::uint64_t hash,
 }
 
 Result<BorrowedBreaker> Registry::BorrowHashed(std::uint64_t hash, std::string_view key,
-                                               std::string_view config_name) {
-  const TimePoint now = clock_.CoarseNow();
+                                               TimePoint now, std::string_view config_name) {
   internal::HazardSlot* hazard = internal::FreeHazardSlot();
   if (Entry* e = Hit(hash, key, now, hazard)) {
     MaybeSweep(now);

@@ -94,6 +94,22 @@ TEST_F(RegistryBorrowTest, ABorrowedBreakerIsNotDroppedByTheLruBound) {
   EXPECT_EQ(registry_->Find("a"), nullptr) << "given back: evictable again";
 }
 
+TEST_F(RegistryBorrowTest, ATimeGivenByTheCallerIsTheUseThatCounts) {
+  // Borrow(key, config, coarse_now) touches the entry at the caller's time,
+  // not at a read of its own: "a", asked for with a time as old as its
+  // creation, is idle by then; "b", asked for at the clock's time, is not.
+  Build();
+  (void)Borrow("a");
+  (void)Borrow("b");
+  const TimePoint created = clock_.CoarseNow();
+  clock_.Advance(10min);
+  ASSERT_TRUE(registry_->Borrow("b", "default", clock_.CoarseNow()).has_value());
+  ASSERT_TRUE(registry_->Borrow("a", "default", created).has_value());
+  clock_.Advance(6min);  // the idle timeout is 15 min
+  EXPECT_EQ(registry_->Sweep(), 1u);
+  EXPECT_EQ(dropped_, std::vector<std::string>{"a"});
+}
+
 TEST_F(RegistryBorrowTest, RemoveKeepsALentBreakerAliveUntilItIsGivenBack) {
   Build();
   std::weak_ptr<CircuitBreaker> weak = *registry_->Get("k");

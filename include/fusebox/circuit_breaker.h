@@ -490,14 +490,18 @@ class [[nodiscard]] Permit {
   Permit& operator=(const Permit&) = delete;
   ~Permit() { Release(); }
 
-  // The call succeeded after `duration`.
-  void Success(Duration duration) noexcept;
+  // The call succeeded after `duration`. `coarse_now`, when given, is the
+  // breaker's clock().CoarseNow() that the caller read as the call ended: a
+  // TIME_BASED window takes its second from it instead of reading the clock
+  // again (one read fewer per call). TimePoint{} (the default): it reads.
+  void Success(Duration duration, TimePoint coarse_now = TimePoint{}) noexcept;
   // The call failed after `duration`.
   void Failure(Duration duration) noexcept { Record(Outcome::Failure(duration)); }
   // The outcome says nothing about the dependency (a client error, a
   // cancellation): not recorded; a half-open slot is given back.
   void Ignore() noexcept { Record(Outcome::Ignored()); }
-  void Record(const Outcome& outcome) noexcept;
+  // As Success() for `coarse_now`.
+  void Record(const Outcome& outcome, TimePoint coarse_now = TimePoint{}) noexcept;
 
   // False once an outcome was recorded or the permit was moved from.
   bool pending() const noexcept { return breaker_ != nullptr; }
@@ -669,10 +673,11 @@ class CircuitBreaker {
   std::optional<Status> TryRejectGeneral(std::uint64_t word) noexcept;
   Result<Permit> AcquireSharedProbe(std::uint64_t word) noexcept;
   Status RejectOpen(std::uint64_t word, Duration::rep deadline) noexcept;
-  void RecordSuccess(std::uint32_t epoch, bool half_open_slot, Duration d) noexcept;
+  void RecordSuccess(std::uint32_t epoch, bool half_open_slot, Duration d,
+                     TimePoint coarse_now) noexcept;
   void RecordGeneral(std::uint32_t epoch, bool half_open_slot, const Outcome& outcome) noexcept;
   void ReleasePermit(std::uint32_t epoch, bool half_open_slot) noexcept;
-  bool StripeSuccess() noexcept;
+  bool StripeSuccess(TimePoint coarse_now = TimePoint{}) noexcept;
   bool RecordClosedSuccess(std::uint64_t word) noexcept;
   void CountOutcome(OutcomeKind kind, Duration d) noexcept;
   // timer.Record(kind, d), out of line (CallTimer is incomplete here).
@@ -680,8 +685,8 @@ class CircuitBreaker {
   void DeferSuccess() noexcept;
   bool DeferFailure(std::uint32_t epoch, Duration d) noexcept;
   bool DeferFailureToLog(std::uint64_t word) noexcept;
-  TimePoint CallStart() const noexcept;
-  Duration CallElapsed(TimePoint start) const noexcept;
+  TimePoint CallTime() const noexcept;
+  TimePoint CoarseOrNone(TimePoint end) const noexcept;
   Outcome ClassifyException(const std::exception_ptr& e) const noexcept;
 
   // --- Read on every call; written only on transitions. ---
@@ -767,8 +772,8 @@ inline std::optional<Status> CircuitBreaker::TryReject() noexcept {
   return TryRejectGeneral(word);
 }
 
-inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_slot,
-                                          Duration d) noexcept {
+inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_slot, Duration d,
+                                          TimePoint coarse_now) noexcept {
   // Relaxed is enough: the flag bits are only a hint that is re-derived under
   // the lock; acting on a stale "fast" bit linearizes this success just before
   // the transition or failure that cleared it, which leaves the window exactly
@@ -781,7 +786,7 @@ inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_sl
       DeferSuccess();
       return;
     }
-    if ((word & internal::kStripedSuccessBit) && StripeSuccess()) return;
+    if ((word & internal::kStripedSuccessBit) && StripeSuccess(coarse_now)) return;
     // CLOSED with failures in the window; listeners want every outcome seen
     // in order, so they keep the general path.
     if (StateOf(word) == State::kClosed && !(word & internal::kOutcomeListenersBit) &&
@@ -792,16 +797,16 @@ inline void CircuitBreaker::RecordSuccess(std::uint32_t epoch, bool half_open_sl
   RecordGeneral(epoch, half_open_slot, Outcome::Success(d));
 }
 
-inline void Permit::Success(Duration duration) noexcept {
+inline void Permit::Success(Duration duration, TimePoint coarse_now) noexcept {
   assert(breaker_ != nullptr && "outcome recorded twice, or permit moved from");
-  std::exchange(breaker_, nullptr)->RecordSuccess(epoch_, half_open_slot_, duration);
+  std::exchange(breaker_, nullptr)->RecordSuccess(epoch_, half_open_slot_, duration, coarse_now);
 }
 
-inline void Permit::Record(const Outcome& outcome) noexcept {
+inline void Permit::Record(const Outcome& outcome, TimePoint coarse_now) noexcept {
   assert(breaker_ != nullptr && "outcome recorded twice, or permit moved from");
   CircuitBreaker* b = std::exchange(breaker_, nullptr);
   if (outcome.kind == OutcomeKind::kSuccess && outcome.open_for <= Duration::zero()) {
-    b->RecordSuccess(epoch_, half_open_slot_, outcome.duration);
+    b->RecordSuccess(epoch_, half_open_slot_, outcome.duration, coarse_now);
   } else {
     b->CountOutcome(outcome.kind, outcome.duration);
     if (outcome.kind == OutcomeKind::kFailure && outcome.open_for <= Duration::zero() &&
@@ -865,6 +870,10 @@ Outcome ApplyClassifier(C& classify, const R& r) {
 inline void FillDuration(Outcome& o, Duration d) {
   if (o.duration == Duration::zero()) o.duration = d;
 }
+
+inline Duration Since(TimePoint start, TimePoint end) {
+  return end > start ? end - start : Duration::zero();
+}
 }  // namespace internal
 
 template <typename F>
@@ -883,37 +892,39 @@ auto CircuitBreaker::Call(F&& fn, C&& classify) ->
   using R = std::invoke_result_t<F&>;
   Result<Permit> permit = TryAcquire();
   if (!permit) return std::move(permit).error();
-  const TimePoint start = CallStart();
+  const TimePoint start = CallTime();
   try {
     if constexpr (std::is_void_v<R>) {
       fn();
-      permit->Success(CallElapsed(start));
+      const TimePoint end = CallTime();
+      permit->Success(internal::Since(start, end), CoarseOrNone(end));
       return Status();
     } else {
       R r = fn();
       Outcome o = internal::ApplyClassifier(classify, r);
-      internal::FillDuration(o, CallElapsed(start));
-      permit->Record(o);
+      const TimePoint end = CallTime();
+      internal::FillDuration(o, internal::Since(start, end));
+      permit->Record(o, CoarseOrNone(end));
       return r;
     }
   } catch (...) {
     Outcome o = ClassifyException(std::current_exception());
-    internal::FillDuration(o, CallElapsed(start));
+    internal::FillDuration(o, internal::Since(start, CallTime()));
     if (permit->pending()) permit->Record(o);
     throw;
   }
 }
 
-inline TimePoint CircuitBreaker::CallStart() const noexcept {
+inline TimePoint CircuitBreaker::CallTime() const noexcept {
   // Call() reads the clock twice. Precise (~21 ns a read on SystemClock here)
   // only when the slow-call threshold is short enough for the coarse clock's
   // few milliseconds to matter; see CallTiming.
   return precise_call_timing_ ? clock_.Now() : clock_.CoarseNow();
 }
 
-inline Duration CircuitBreaker::CallElapsed(TimePoint start) const noexcept {
-  const TimePoint end = precise_call_timing_ ? clock_.Now() : clock_.CoarseNow();
-  return end > start ? end - start : Duration::zero();
+inline TimePoint CircuitBreaker::CoarseOrNone(TimePoint end) const noexcept {
+  // A coarse end is the read the record would take: handed on, it spares it.
+  return precise_call_timing_ ? TimePoint{} : end;
 }
 
 }  // namespace fusebox

@@ -247,6 +247,12 @@ class Registry {
   //   if (auto b = registry->Borrow(key, "meta")) (*b)->Call(...);
   Result<BorrowedBreaker> Borrow(std::string_view key, std::string_view config_name = "default");
   Result<BorrowedBreaker> Borrow(const RegistryKey& key, std::string_view config_name = "default");
+  // As Borrow(), at `coarse_now`: clock().CoarseNow() read by a caller that
+  // looks up several keys for one call (seed 000's two circuits), so that the
+  // clock is read once for all of them. It only ranks the breaker for LRU
+  // and paces the idle sweep: a read a moment old is as good as a fresh one.
+  Result<BorrowedBreaker> Borrow(std::string_view key, std::string_view config_name,
+                                 TimePoint coarse_now);
 
   // The breaker for `key` if it exists; does not count as a use.
   std::shared_ptr<CircuitBreaker> Find(std::string_view key) const;
@@ -275,7 +281,7 @@ class Registry {
 
   Result<std::shared_ptr<CircuitBreaker>> GetHashed(std::uint64_t hash, std::string_view key,
                                                     std::string_view config_name);
-  Result<BorrowedBreaker> BorrowHashed(std::uint64_t hash, std::string_view key,
+  Result<BorrowedBreaker> BorrowHashed(std::uint64_t hash, std::string_view key, TimePoint now,
                                        std::string_view config_name);
   Entry* Hit(std::uint64_t hash, std::string_view key, TimePoint now,
              std::atomic<const void*>* hazard) const;

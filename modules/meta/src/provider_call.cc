@@ -249,10 +249,10 @@ Outcome QuotaOutcome(const ProviderError* error, Duration elapsed) {
 }
 
 std::variant<ProviderPermits, ProviderError> Admit(CircuitBreaker& transient, CircuitBreaker& quota,
-                                                   Clock& clock) {
+                                                   Clock& clock, TimePoint coarse_now) {
   std::optional<Permit> transient_permit;
   // Allowed to wait, every step decides: never nullopt.
-  return *AdmitFrom(transient, quota, clock, transient_permit, StoreWait::kAllowed);
+  return *AdmitFrom(transient, quota, clock, coarse_now, transient_permit, StoreWait::kAllowed);
 }
 
 namespace {
@@ -267,7 +267,7 @@ std::optional<Result<Permit>> Ask(CircuitBreaker& breaker, StoreWait wait) {
 }  // namespace
 
 std::optional<std::variant<ProviderPermits, ProviderError>> AdmitFrom(
-    CircuitBreaker& transient, CircuitBreaker& quota, Clock& clock,
+    CircuitBreaker& transient, CircuitBreaker& quota, Clock& clock, TimePoint coarse_now,
     std::optional<Permit>& transient_permit, StoreWait wait) {
   if (!transient_permit) {
     if (std::optional<ProviderError> refused = RejectWithoutPermit(transient, quota, clock)) {
@@ -286,13 +286,17 @@ std::optional<std::variant<ProviderPermits, ProviderError>> AdmitFrom(
     outer.Ignore();
     return RejectionError(ConnCode::kConn008RateLimit, inner->error(), clock);
   }
-  return ProviderPermits(std::move(outer), *std::move(*inner), clock);
+  return ProviderPermits(std::move(outer), *std::move(*inner), clock, coarse_now);
 }
 
 void ProviderPermits::Finish(const ProviderError* error) {
-  const Duration elapsed = Now() - start_;
-  inner_.Record(QuotaOutcome(error, elapsed));
-  outer_.Record(TransientOutcome(error, elapsed));
+  const TimePoint end = Now();
+  const Duration elapsed = end - start_;
+  // A coarse end is the read each breaker's record would take (the transient
+  // circuit's TIME_BASED window): handed on, it spares them (Permit::Record).
+  const TimePoint coarse_end = precise_ ? TimePoint{} : end;
+  inner_.Record(QuotaOutcome(error, elapsed), coarse_end);
+  outer_.Record(TransientOutcome(error, elapsed), coarse_end);
 }
 
 void ProviderPermits::FinishWithException() {
@@ -301,17 +305,19 @@ void ProviderPermits::FinishWithException() {
   outer_.Record(Outcome::Failure(elapsed));
 }
 
-BorrowedCircuits BorrowProviderCircuits(Registry& registry, std::string_view key) {
+BorrowedCircuits BorrowProviderCircuits(Registry& registry, std::string_view key,
+                                        TimePoint coarse_now) {
   assert(!key.empty() && "a provider call needs a key (ProviderCircuitKey)");
   CircuitNames names(key);
   BorrowedCircuits c;
   const std::string_view transient = names.Transient();
-  c.transient =
-      OrAddTemplate(registry, kTransientConfigName, &TransientCircuitConfig,
-                    [&](std::string_view name) { return registry.Borrow(transient, name); });
+  c.transient = OrAddTemplate(
+      registry, kTransientConfigName, &TransientCircuitConfig,
+      [&](std::string_view name) { return registry.Borrow(transient, name, coarse_now); });
   const std::string_view quota = names.Quota();
-  c.quota = OrAddTemplate(registry, kQuotaConfigName, &QuotaCircuitConfig,
-                          [&](std::string_view name) { return registry.Borrow(quota, name); });
+  c.quota = OrAddTemplate(
+      registry, kQuotaConfigName, &QuotaCircuitConfig,
+      [&](std::string_view name) { return registry.Borrow(quota, name, coarse_now); });
   return c;
 }
 
@@ -342,8 +348,8 @@ std::variant<ProviderCall, ProviderError> ProviderCall::Start(Registry& registry
                                                               std::string_view key) {
   assert(!key.empty() && "a provider call needs a key (ProviderCircuitKey)");
   ProviderCircuits circuits = GetProviderCircuits(registry, key);
-  std::variant<internal::ProviderPermits, ProviderError> admitted =
-      internal::Admit(*circuits.transient, *circuits.quota, registry.clock());
+  std::variant<internal::ProviderPermits, ProviderError> admitted = internal::Admit(
+      *circuits.transient, *circuits.quota, registry.clock(), registry.clock().CoarseNow());
   return From(std::move(circuits), std::move(admitted));
 }
 
@@ -353,7 +359,8 @@ std::variant<ProviderCall, ProviderError, PendingProviderCall> ProviderCall::Sta
   ProviderCircuits circuits = GetProviderCircuits(registry, key);
   std::optional<Permit> transient_permit;
   std::optional<std::variant<internal::ProviderPermits, ProviderError>> admitted =
-      internal::AdmitFrom(*circuits.transient, *circuits.quota, registry.clock(), transient_permit,
+      internal::AdmitFrom(*circuits.transient, *circuits.quota, registry.clock(),
+                          registry.clock().CoarseNow(), transient_permit,
                           internal::StoreWait::kNever);
   if (!admitted) return PendingProviderCall(std::move(circuits), std::move(transient_permit));
   using Started = std::variant<ProviderCall, ProviderError, PendingProviderCall>;
@@ -367,7 +374,8 @@ std::variant<ProviderCall, ProviderError> PendingProviderCall::Complete() && {
   // outlives them.
   CircuitBreaker& transient = *circuits_.transient;
   std::optional<std::variant<internal::ProviderPermits, ProviderError>> admitted =
-      internal::AdmitFrom(transient, *circuits_.quota, transient.clock(), transient_permit_,
+      internal::AdmitFrom(transient, *circuits_.quota, transient.clock(),
+                          transient.clock().CoarseNow(), transient_permit_,
                           internal::StoreWait::kAllowed);
   return ProviderCall::From(std::move(circuits_), *std::move(admitted));
 }

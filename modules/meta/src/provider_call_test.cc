@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -354,10 +355,15 @@ TEST_F(ProviderCallTest, CustomTemplatesAreKept) {
 
 // A clock whose coarse reading lags: CoarseNow() is Now() rounded down to
 // 10 ms, as a kernel's coarse clock ticks. Timers are the manual clock's.
+// It counts its reads.
 class TickingClock final : public Clock {
  public:
-  TimePoint Now() const override { return manual.Now(); }
+  TimePoint Now() const override {
+    precise_reads.fetch_add(1, std::memory_order_relaxed);
+    return manual.Now();
+  }
   TimePoint CoarseNow() const override {
+    coarse_reads.fetch_add(1, std::memory_order_relaxed);
     const Duration since = manual.Now() - testing::ManualClock::kEpoch;
     return testing::ManualClock::kEpoch + since - since % std::chrono::milliseconds(10);
   }
@@ -367,7 +373,28 @@ class TickingClock final : public Clock {
   }
   bool Cancel(TimerId id) override { return manual.Cancel(id); }
   testing::ManualClock manual;
+  mutable std::atomic<int> precise_reads{0};
+  mutable std::atomic<int> coarse_reads{0};
 };
+
+// A hot provider call reads the clock twice, coarsely: once for both
+// lookups and its start, once at its end, which both records reuse (the
+// transient circuit's TIME_BASED window would read it again).
+TEST(ProviderCallTiming, AHotCallReadsTheCoarseClockTwice) {
+  TickingClock clock;
+  RegistryOptions o;
+  o.clock = &clock;
+  std::unique_ptr<Registry> registry = std::move(*Registry::Create(std::move(o)));
+  const std::string key = *ProviderCircuitKey("instagram", Workload::kRead, "1");
+  auto succeed = []() -> ProviderResult<int> { return 1; };
+  // Past the quota circuit's 100 calls: both windows are full and clean.
+  for (int i = 0; i < 101; ++i) ASSERT_TRUE(RunProviderCall(*registry, key, succeed).has_value());
+  const int coarse = clock.coarse_reads.load();
+  const int precise = clock.precise_reads.load();
+  ASSERT_TRUE(RunProviderCall(*registry, key, succeed).has_value());
+  EXPECT_EQ(clock.coarse_reads.load() - coarse, 2);
+  EXPECT_EQ(clock.precise_reads.load() - precise, 0);
+}
 
 // A provider call is timed as the breakers' Call() would time it: on the
 // coarse clock with seed 000's templates (60 s slow-call threshold), on the

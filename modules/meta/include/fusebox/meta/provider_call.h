@@ -184,15 +184,17 @@ Outcome QuotaOutcome(const ProviderError* error, Duration elapsed);
 // breakers' Call() would (CallTiming): with Clock::Now() only when one of
 // them wants precise timing, else with CoarseNow() (the provider templates'
 // slow-call threshold is 60 s; a coarse read costs a sixth of a precise one).
+// A coarse start is `coarse_now`, the caller's read taken before admission:
+// RunProviderCall reads the clock once for its lookups and the start.
 class ProviderPermits {
  public:
-  ProviderPermits(Permit outer, Permit inner, Clock& clock)
+  ProviderPermits(Permit outer, Permit inner, Clock& clock, TimePoint coarse_now)
       : outer_(std::move(outer)),
         inner_(std::move(inner)),
         clock_(&clock),
         precise_(outer_.breaker()->precise_call_timing() ||
                  inner_.breaker()->precise_call_timing()),
-        start_(Now()) {}
+        start_(precise_ ? clock.Now() : coarse_now) {}
 
   // Records the call's result in both circuits: nullptr for a success. Once.
   void Finish(const ProviderError* error);
@@ -210,8 +212,9 @@ class ProviderPermits {
 };
 
 // Asks both circuits, transient then quota: the call's permits or the refusal.
+// `coarse_now` is clock.CoarseNow(), read by the caller (ProviderPermits).
 std::variant<ProviderPermits, ProviderError> Admit(CircuitBreaker& transient, CircuitBreaker& quota,
-                                                   Clock& clock);
+                                                   Clock& clock, TimePoint coarse_now);
 
 // Whether an admission may wait for a circuit's shared state.
 enum class StoreWait : std::uint8_t { kAllowed, kNever };
@@ -223,7 +226,7 @@ enum class StoreWait : std::uint8_t { kAllowed, kNever };
 // holding the transient permit once it was taken. With kAllowed it always
 // decides. `transient_permit` is empty whenever a decision is returned.
 std::optional<std::variant<ProviderPermits, ProviderError>> AdmitFrom(
-    CircuitBreaker& transient, CircuitBreaker& quota, Clock& clock,
+    CircuitBreaker& transient, CircuitBreaker& quota, Clock& clock, TimePoint coarse_now,
     std::optional<Permit>& transient_permit, StoreWait wait);
 
 // The two breakers of a key, lent for one synchronous call (Registry::Borrow).
@@ -231,9 +234,11 @@ struct BorrowedCircuits {
   BorrowedBreaker transient;
   BorrowedBreaker quota;
 };
-// As GetProviderCircuits(), borrowed; allocates nothing on a hit (the two
-// names are built on the stack unless `key` is very long).
-BorrowedCircuits BorrowProviderCircuits(Registry& registry, std::string_view key);
+// As GetProviderCircuits(), borrowed at `coarse_now` (registry.clock()
+// .CoarseNow(), read by the caller: Registry::Borrow); allocates nothing on a
+// hit (the two names are built on the stack unless `key` is very long).
+BorrowedCircuits BorrowProviderCircuits(Registry& registry, std::string_view key,
+                                        TimePoint coarse_now);
 
 }  // namespace internal
 
@@ -353,10 +358,12 @@ class PendingProviderCall {
 template <typename F>
 auto RunProviderCall(Registry& registry, std::string_view key, F&& fn) -> std::invoke_result_t<F&> {
   using R = std::invoke_result_t<F&>;
+  // One clock read for both lookups and the call's coarse start.
+  const TimePoint now = registry.clock().CoarseNow();
   // Declared before the permits, so given back after them.
-  const internal::BorrowedCircuits circuits = internal::BorrowProviderCircuits(registry, key);
+  const internal::BorrowedCircuits circuits = internal::BorrowProviderCircuits(registry, key, now);
   std::variant<internal::ProviderPermits, ProviderError> admitted =
-      internal::Admit(*circuits.transient, *circuits.quota, registry.clock());
+      internal::Admit(*circuits.transient, *circuits.quota, registry.clock(), now);
   if (ProviderError* refused = std::get_if<ProviderError>(&admitted)) return *refused;
   internal::ProviderPermits& permits = std::get<internal::ProviderPermits>(admitted);
   try {

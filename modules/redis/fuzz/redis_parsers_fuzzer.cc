@@ -4,9 +4,10 @@
 // Redis server can publish on). Properties checked beyond "no crash, no
 // sanitizer report":
 //   - a URL error never contains the secret placed where a password goes
-//     (or where a mistyped one would land);
-//   - a parsed URL passes Validate(), and its Describe() does not depend on
-//     the password;
+//     (or where a mistyped one would land), on redis://, rediss:// and
+//     redis-sentinel:// (whose sentinel_password is a secret too);
+//   - a parsed URL passes Validate(), and its Describe() depends on neither
+//     password;
 //   - a parsed event has a valid circuit id and formats back to a payload
 //     that parses to the same event.
 #include <cstddef>
@@ -28,7 +29,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                  "redis://" + std::string(text) + ":" + secret + "@h",
                                  "redis://h:" + std::string(text) + secret,
                                  "rediss://:" + secret + "@h/0?" + std::string(text),
-                                 "rediss://:" + secret + std::string(text) + "@h"}) {
+                                 "rediss://:" + secret + std::string(text) + "@h",
+                                 "redis-sentinel://:" + secret + "@" + std::string(text),
+                                 "redis-sentinel://h:" + std::string(text) + secret + "/m",
+                                 "redis-sentinel://" + std::string(text) + "/m?sentinel_password=" +
+                                     secret,
+                                 "redis-sentinel://h/m?sentinel_password=" + secret +
+                                     std::string(text)}) {
     fusebox::Result<fusebox::redis::ConnectionOptions> r = fusebox::redis::ParseRedisUrl(url);
     if (r.has_value()) {
       if (const fusebox::Status v = r->Validate(); !v.ok()) {
@@ -39,9 +46,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         if (v.ToString().find(secret) != std::string::npos) std::abort();
       }
-      // The password never influences Describe(): only its presence does.
+      // The passwords never influence Describe(): only their presence does.
       fusebox::redis::ConnectionOptions other = *r;
       if (!other.password.empty()) other.password = "x";
+      other.sentinel_password = "y";
       if (r->Describe() != other.Describe()) std::abort();
     } else if (r.error().ToString().find(secret) != std::string::npos) {
       std::abort();

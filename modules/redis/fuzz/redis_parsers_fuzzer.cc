@@ -25,17 +25,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // As a whole URL, and as the userinfo part of one.
   (void)fusebox::redis::ParseRedisUrl(text);
   const std::string secret = "Zq7-fuzz-secret-Zq7";
-  for (const std::string& url : {"redis://:" + secret + "@" + std::string(text),
-                                 "redis://" + std::string(text) + ":" + secret + "@h",
-                                 "redis://h:" + std::string(text) + secret,
-                                 "rediss://:" + secret + "@h/0?" + std::string(text),
-                                 "rediss://:" + secret + std::string(text) + "@h",
-                                 "redis-sentinel://:" + secret + "@" + std::string(text),
-                                 "redis-sentinel://h:" + std::string(text) + secret + "/m",
-                                 "redis-sentinel://" + std::string(text) + "/m?sentinel_password=" +
-                                     secret,
-                                 "redis-sentinel://h/m?sentinel_password=" + secret +
-                                     std::string(text)}) {
+  for (const std::string& url :
+       {"redis://:" + secret + "@" + std::string(text),
+        "redis://" + std::string(text) + ":" + secret + "@h",
+        "redis://h:" + std::string(text) + secret,
+        "rediss://:" + secret + "@h/0?" + std::string(text),
+        "rediss://:" + secret + std::string(text) + "@h",
+        "redis-sentinel://:" + secret + "@" + std::string(text),
+        "redis-sentinel://h:" + std::string(text) + secret + "/m",
+        "redis-sentinel://" + std::string(text) + "/m?sentinel_password=" + secret,
+        "redis-sentinel://h/m?sentinel_password=" + secret + std::string(text)}) {
     fusebox::Result<fusebox::redis::ConnectionOptions> r = fusebox::redis::ParseRedisUrl(url);
     if (r.has_value()) {
       if (const fusebox::Status v = r->Validate(); !v.ok()) {

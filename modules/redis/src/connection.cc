@@ -132,8 +132,15 @@ Status Connection::Open() {
       options_.port = primary->port;
       s = Handshake(deadline - SystemClock().Now());
       // A sentinel that has not seen the failover yet, or a primary demoted
-      // since, names a replica: refused, as writes there would fail.
-      if (s.ok()) s = internal::CheckIsPrimary(*this);
+      // since, names a replica: refused, as writes there would fail. The
+      // question is part of the connect, within its deadline.
+      if (s.ok()) {
+        io_timeout_ = deadline - SystemClock().Now();
+        s = io_timeout_ > Duration::zero()
+                ? internal::CheckIsPrimary(*this)
+                : Error(StatusCode::kUnavailable, "ROLE", "out of time");
+        io_timeout_ = options_.command_timeout;
+      }
       if (s.ok()) {
         preferred_sentinel_ = i;
         return s;

@@ -226,6 +226,19 @@ TEST_F(RedisSentinelTest, AConnectionFindsThePrimaryPastADeadAndAStaleSentinel) 
   EXPECT_THAT(std::string(none.error().message()),
               ::testing::HasSubstr("no sentinel named a reachable primary"));
   EXPECT_THAT(std::string(none.error().message()), ::testing::HasSubstr("not the primary"));
+
+  // The primary demoted under the connection (no sentinel involved, so no
+  // CLIENT KILL): its READONLY breaks the connection, and the reconnect
+  // refuses the demoted server the sentinels still name.
+  auto demoted = primary_->Admin({"REPLICAOF", "127.0.0.1", std::to_string(*dead)});
+  ASSERT_TRUE(demoted.has_value() && demoted->is_status()) << demoted->ToString();
+  auto refused = (*conn)->Command({"SET", "k", "w"});
+  ASSERT_TRUE(refused.has_value()) << refused.error();
+  EXPECT_TRUE(refused->IsErrorCode("READONLY")) << refused->ToString();
+  EXPECT_TRUE((*conn)->broken());
+  const Status again = (*conn)->Reconnect();
+  EXPECT_EQ(again.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(again.message()), ::testing::HasSubstr("not the primary"));
 }
 
 TEST_F(RedisSentinelTest, TheStoreDiscoversThePrimaryThroughTheSentinels) {

@@ -122,7 +122,8 @@ Status Connection::Open() {
     const std::size_t i = (preferred_sentinel_ + k) % n;
     const Duration left = deadline - SystemClock().Now();
     if (left <= Duration::zero()) {
-      tried += "; out of time (connect timeout " + MsText(options_.connect_timeout) + ")";
+      tried += (tried.empty() ? "" : "; ") + std::string("out of time (connect timeout ") +
+               MsText(options_.connect_timeout) + ")";
       break;
     }
     Result<SentinelAddress> primary = internal::AskSentinel(options_, i, left);
@@ -136,9 +137,8 @@ Status Connection::Open() {
       // question is part of the connect, within its deadline.
       if (s.ok()) {
         io_timeout_ = deadline - SystemClock().Now();
-        s = io_timeout_ > Duration::zero()
-                ? internal::CheckIsPrimary(*this)
-                : Error(StatusCode::kUnavailable, "ROLE", "out of time");
+        s = io_timeout_ > Duration::zero() ? internal::CheckIsPrimary(*this)
+                                           : Error(StatusCode::kUnavailable, "ROLE", "out of time");
         io_timeout_ = options_.command_timeout;
       }
       if (s.ok()) {

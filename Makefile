@@ -24,7 +24,7 @@ SHELL := /bin/bash
 
 DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev make git clang-format clang-tidy libcli11-dev nlohmann-json3-dev libyaml-cpp-dev chromium \
-                libspdlog-dev prometheus libhiredis-dev redis-server libboost-dev wrk nginx-light python3 \
+                libspdlog-dev prometheus libhiredis-dev redis-server redis-sentinel libboost-dev wrk nginx-light python3 \
                 libssl-dev openssl libcurl4-openssl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler \
                 protobuf-compiler-grpc
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)

@@ -21,21 +21,28 @@ namespace {
 
 using std::chrono::milliseconds;
 
-std::string FindRedisServer() {
-  if (const char* env = std::getenv("FUSEBOX_REDIS_SERVER"); env != nullptr && *env != '\0') {
-    return env;
-  }
+// `name` in PATH (then /usr/sbin and /usr/bin), or "".
+std::string FindInPath(std::string_view name) {
   const char* path = std::getenv("PATH");
   std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
   dirs += ":/usr/sbin:/usr/bin";
   std::stringstream ss(dirs);
   for (std::string dir; std::getline(ss, dir, ':');) {
     if (dir.empty()) continue;
-    const std::string candidate = dir + "/redis-server";
+    const std::string candidate = dir + "/" + std::string(name);
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return "";
 }
+
+std::string FindRedisServer() {
+  if (const char* env = std::getenv("FUSEBOX_REDIS_SERVER"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  return FindInPath("redis-server");
+}
+
+}  // namespace
 
 // A port that was free a moment ago: bind 127.0.0.1:0 and read what the
 // kernel chose. Another process may take it before redis-server binds it;
@@ -57,8 +64,6 @@ Result<int> FreeLoopbackPort() {
   close(fd);
   return static_cast<int>(ntohs(addr.sin_port));
 }
-
-}  // namespace
 
 bool PollUntil(const std::function<bool()>& done, Duration bound) {
   const auto deadline = std::chrono::steady_clock::now() + bound;
@@ -108,6 +113,28 @@ Result<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions optio
   return last;
 }
 
+Result<std::vector<std::string>> RedisServer::SentinelArgs() const {
+  const RedisSentinelConfig& c = *options_.sentinel;
+  const std::string conf = dir_ + "/sentinel.conf";
+  std::ofstream out(conf);
+  const auto ms = [](Duration d) {
+    return std::to_string(std::chrono::ceil<milliseconds>(d).count());
+  };
+  out << "port " << port_ << "\nbind 127.0.0.1\ndaemonize no\ndir " << dir_ << "\nlogfile " << dir_
+      << "/redis.log\nsentinel monitor " << c.master_name << " 127.0.0.1 " << c.primary_port << " "
+      << c.quorum << "\nsentinel down-after-milliseconds " << c.master_name << " "
+      << ms(c.down_after) << "\nsentinel failover-timeout " << c.master_name << " "
+      << ms(c.failover_timeout) << "\n";
+  out.close();
+  if (!out) return Status::Internal("cannot write " + conf);
+  // Sentinel rewrites its config file: a fresh one per start keeps a
+  // restarted sentinel from remembering another test's state.
+  if (const std::string sentinel = FindInPath("redis-sentinel"); !sentinel.empty()) {
+    return std::vector<std::string>{sentinel, conf};
+  }
+  return std::vector<std::string>{FindRedisServer(), conf, "--sentinel"};
+}
+
 Status RedisServer::Spawn() {
   const std::string binary = FindRedisServer();
   const bool tls = options_.tls.has_value();
@@ -139,7 +166,15 @@ Status RedisServer::Spawn() {
     args.insert(args.end(),
                 {"--cluster-enabled", "yes", "--cluster-config-file", dir_ + "/nodes.conf"});
   }
+  if (options_.replica_of != 0) {
+    args.insert(args.end(), {"--replicaof", "127.0.0.1", std::to_string(options_.replica_of)});
+  }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  if (options_.sentinel) {
+    Result<std::vector<std::string>> sentinel = SentinelArgs();
+    if (!sentinel) return sentinel.error();
+    args = std::move(*sentinel);
+  }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -52,6 +52,19 @@ struct RedisServerTls {
   bool insecure_skip_verify = false;
 };
 
+// A Redis Sentinel instead of a data server: monitors `master_name` at
+// 127.0.0.1:primary_port, with small timings so that a failover fits in a
+// test. Runs redis-sentinel when installed (Debian's redis-sentinel), else
+// redis-server --sentinel.
+struct RedisSentinelConfig {
+  int primary_port = 0;
+  std::string master_name = "mymaster";
+  int quorum = 2;
+  // sentinel down-after-milliseconds / failover-timeout.
+  Duration down_after = std::chrono::milliseconds(500);
+  Duration failover_timeout = std::chrono::milliseconds(2000);
+};
+
 struct RedisServerOptions {
   // Started with --requirepass when non-empty.
   std::string password{};
@@ -62,6 +75,10 @@ struct RedisServerOptions {
   std::vector<std::string> extra_args{};
   // Set: TLS only (no plain port).
   std::optional<RedisServerTls> tls{};
+  // Set: a replica of 127.0.0.1:replica_of (--replicaof).
+  int replica_of = 0;
+  // Set: a sentinel (the fields above but extra_args do not apply).
+  std::optional<RedisSentinelConfig> sentinel{};
 };
 
 class RedisServer {
@@ -120,6 +137,8 @@ class RedisServer {
   RedisServer(RedisServerOptions options, std::string dir);
 
   Status Spawn();
+  // The command line of a sentinel (writes its config file).
+  Result<std::vector<std::string>> SentinelArgs() const;
   Status WaitReady();
   Status WaitExit(Duration bound);
 
@@ -134,6 +153,9 @@ class RedisServer {
 // returns its last answer. For waiting on Redis (a TTL to run out), never on
 // a fixed sleep.
 bool PollUntil(const std::function<bool()>& done, Duration bound = std::chrono::seconds(5));
+
+// A 127.0.0.1 port that was free a moment ago (nothing listens on it).
+Result<int> FreeLoopbackPort();
 
 // The Redis PTTL of `key` in ms (-2 absent, -1 no TTL), or -3 on error.
 std::int64_t Pttl(Connection& conn, std::string_view key);

@@ -4,9 +4,10 @@
 // Redis server can publish on). Properties checked beyond "no crash, no
 // sanitizer report":
 //   - a URL error never contains the secret placed where a password goes
-//     (or where a mistyped one would land);
-//   - a parsed URL passes Validate(), and its Describe() does not depend on
-//     the password;
+//     (or where a mistyped one would land), on redis://, rediss:// and
+//     redis-sentinel:// (whose sentinel_password is a secret too);
+//   - a parsed URL passes Validate(), and its Describe() depends on neither
+//     password;
 //   - a parsed event has a valid circuit id and formats back to a payload
 //     that parses to the same event.
 #include <cstddef>
@@ -27,11 +28,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // An input that spells the secret itself may see it echoed where a path is
   // (ca_file): only the secret this target places must never be shown.
   const bool input_has_secret = text.find(secret) != std::string_view::npos;
-  for (const std::string& url : {"redis://:" + secret + "@" + std::string(text),
-                                 "redis://" + std::string(text) + ":" + secret + "@h",
-                                 "redis://h:" + std::string(text) + secret,
-                                 "rediss://:" + secret + "@h/0?" + std::string(text),
-                                 "rediss://:" + secret + std::string(text) + "@h"}) {
+  for (const std::string& url :
+       {"redis://:" + secret + "@" + std::string(text),
+        "redis://" + std::string(text) + ":" + secret + "@h",
+        "redis://h:" + std::string(text) + secret,
+        "rediss://:" + secret + "@h/0?" + std::string(text),
+        "rediss://:" + secret + std::string(text) + "@h",
+        "redis-sentinel://:" + secret + "@" + std::string(text),
+        "redis-sentinel://h:" + std::string(text) + secret + "/m",
+        "redis-sentinel://" + std::string(text) + "/m?sentinel_password=" + secret,
+        "redis-sentinel://h/m?sentinel_password=" + secret + std::string(text)}) {
     fusebox::Result<fusebox::redis::ConnectionOptions> r = fusebox::redis::ParseRedisUrl(url);
     if (r.has_value()) {
       if (const fusebox::Status v = r->Validate(); !v.ok()) {
@@ -42,9 +48,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         if (!input_has_secret && v.ToString().find(secret) != std::string::npos) std::abort();
       }
-      // The password never influences Describe(): only its presence does.
+      // The passwords never influence Describe(): only their presence does.
       fusebox::redis::ConnectionOptions other = *r;
       if (!other.password.empty()) other.password = "x";
+      other.sentinel_password = "y";
       if (r->Describe() != other.Describe()) std::abort();
     } else if (!input_has_secret && r.error().ToString().find(secret) != std::string::npos) {
       std::abort();

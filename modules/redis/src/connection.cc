@@ -6,6 +6,7 @@
 #include <chrono>
 #include <utility>
 
+#include "src/sentinel.h"
 #include "src/transport.h"
 
 namespace fusebox::redis {
@@ -110,15 +111,67 @@ Status Connection::Break(std::string_view operation, std::string_view detail) {
   return Error(StatusCode::kUnavailable, operation, detail);
 }
 
+Status Connection::Open() {
+  if (options_.sentinels.empty()) return Handshake(options_.connect_timeout);
+  // Sentinel mode: each sentinel in turn, from the last one that answered,
+  // all within one connect timeout.
+  const TimePoint deadline = SystemClock().Now() + options_.connect_timeout;  // real I/O
+  const std::size_t n = options_.sentinels.size();
+  std::string tried;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = (preferred_sentinel_ + k) % n;
+    const Duration left = deadline - SystemClock().Now();
+    if (left <= Duration::zero()) {
+      tried += (tried.empty() ? "" : "; ") + std::string("out of time (connect timeout ") +
+               MsText(options_.connect_timeout) + ")";
+      break;
+    }
+    Result<SentinelAddress> primary = internal::AskSentinel(options_, i, left);
+    Status s = primary.has_value() ? Status() : primary.error();
+    if (s.ok()) {
+      options_.host = primary->host;
+      options_.port = primary->port;
+      s = Handshake(deadline - SystemClock().Now());
+      // A sentinel that has not seen the failover yet, or a primary demoted
+      // since, names a replica: refused, as writes there would fail. The
+      // question is part of the connect, within its deadline.
+      if (s.ok()) {
+        io_timeout_ = deadline - SystemClock().Now();
+        s = io_timeout_ > Duration::zero() ? internal::CheckIsPrimary(*this)
+                                           : Error(StatusCode::kUnavailable, "ROLE", "out of time");
+        io_timeout_ = options_.command_timeout;
+      }
+      if (s.ok()) {
+        preferred_sentinel_ = i;
+        return s;
+      }
+      Drop();
+    }
+    tried += (tried.empty() ? "" : "; ") + std::string(s.message());
+  }
+  // Start the next attempt one further on, so that a sentinel that eats the
+  // whole timeout (a lost host) cannot starve the others.
+  preferred_sentinel_ = (preferred_sentinel_ + 1) % n;
+  broken_reason_ = "no primary found through the sentinels";
+  return Status::Unavailable("redis sentinel master '" + options_.master_name +
+                             "': no sentinel named a reachable primary (" + tried + ")");
+}
+
 // Over 60 lines on purpose: the handshake in order (connect, AUTH, SELECT,
 // the TLS PING), each refusal with its own status.
-Status Connection::Open() {
-  Result<std::unique_ptr<internal::Transport>> t = internal::Transport::Connect(options_);
+Status Connection::Handshake(Duration timeout) {
+  if (timeout <= Duration::zero()) {
+    broken_reason_ = "connect: out of time";
+    return Error(StatusCode::kUnavailable, "connect", "out of time");
+  }
+  ConnectionOptions at = options_;
+  at.connect_timeout = timeout;
+  Result<std::unique_ptr<internal::Transport>> t = internal::Transport::Connect(at);
   if (!t) {
     const std::string detail(t.error().message());
     broken_reason_ = "connect: " + detail;
     return Error(t.error().code(), "connect",
-                 detail + " (connect timeout " + MsText(options_.connect_timeout) + ")");
+                 detail + " (connect timeout " + MsText(timeout) + ")");
   }
   reader_ = redisReaderCreate();
   if (reader_ == nullptr) {
@@ -128,7 +181,7 @@ Status Connection::Open() {
   }
   transport_ = std::move(*t);
   // The handshake is part of connecting: bounded by the connect timeout.
-  io_timeout_ = options_.connect_timeout;
+  io_timeout_ = timeout;
   bool round_trip = false;
   if (!options_.password.empty()) {
     std::vector<std::string_view> args = {"AUTH"};
@@ -231,13 +284,23 @@ Result<Reply> Connection::GetReply(std::string_view operation) {
   }
 }
 
+void Connection::BreakIfDemoted(std::string_view operation, const Reply& reply) {
+  // In Sentinel mode a READONLY means the primary was demoted under this
+  // connection: break it, so that the next use asks the sentinels again.
+  if (options_.sentinels.empty() || !reply.IsErrorCode("READONLY")) return;
+  (void)Break(operation, "the server is no longer the primary (READONLY)");
+}
+
 Result<Reply> Connection::ReadReply() {
   if (transport_ == nullptr) return BrokenStatus("read reply");
   if (pending_ == 0) {
     return Error(StatusCode::kInvalidArgument, "read reply", "no command was appended");
   }
   Result<Reply> r = GetReply("read reply");
-  if (r) --pending_;
+  if (r) {
+    --pending_;
+    BreakIfDemoted("read reply", *r);
+  }
   return r;
 }
 
@@ -254,7 +317,10 @@ Result<Reply> Connection::Command(std::span<const std::string_view> args) {
   }
   if (Status s = Append(args); !s.ok()) return s;
   Result<Reply> r = GetReply(op);
-  if (r) --pending_;
+  if (r) {
+    --pending_;
+    BreakIfDemoted(op, *r);
+  }
   return r;
 }
 

@@ -1,5 +1,7 @@
 #include "src/guarded_client.h"
 
+#include <algorithm>
+
 namespace fusebox::redis::internal {
 namespace {
 
@@ -67,23 +69,42 @@ GuardedClient::GuardedClient(ConnectionOptions connection, std::unique_ptr<Circu
 }
 
 Status GuardedClient::Ensure(std::unique_ptr<Connection>& conn, Duration budget) {
-  if (conn != nullptr && !conn->broken()) return Status();
-  if (budget >= connection_.connect_timeout) {
-    if (conn == nullptr) {
-      Result<std::unique_ptr<Connection>> c = Connection::Connect(connection_);
-      if (!c) return c.error();
-      conn = std::move(*c);
-      return Status();
-    }
-    return conn->Reconnect();
+  if (conn != nullptr && !conn->broken()) {
+    if (OnPrimary(*conn)) return Status();
+    conn.reset();  // Made before the failover the sentinels announced.
   }
-  // A new connection whose connect (and handshake) the budget bounds.
-  ConnectionOptions bounded = connection_;
-  bounded.connect_timeout = budget;
-  Result<std::unique_ptr<Connection>> c = Connection::Connect(std::move(bounded));
-  if (!c) return c.error();
-  conn = std::move(*c);
-  return Status();
+  Status s;
+  if (budget >= connection_.connect_timeout && conn != nullptr) {
+    s = conn->Reconnect();
+  } else {
+    // A new connection; when the budget is shorter, it bounds the connect
+    // (and handshake).
+    ConnectionOptions bounded = connection_;
+    bounded.connect_timeout = std::min(budget, connection_.connect_timeout);
+    Result<std::unique_ptr<Connection>> c = Connection::Connect(std::move(bounded));
+    if (!c) return c.error();
+    conn = std::move(*c);
+  }
+  if (!s.ok() || OnPrimary(*conn)) return s;
+  const std::string where = conn->options().Endpoint();
+  conn.reset();
+  return Status::Unavailable("redis " + where +
+                             ": a sentinel named it, but the primary announced is elsewhere "
+                             "(the sentinels have not all seen the failover yet)");
+}
+
+bool GuardedClient::FollowPrimary(std::string endpoint) {
+  std::lock_guard<std::mutex> lock(primary_mu_);
+  if (primary_ == endpoint) return false;
+  primary_ = std::move(endpoint);
+  return true;
+}
+
+bool GuardedClient::OnPrimary(const Connection& conn) {
+  if (connection_.sentinels.empty()) return true;
+  const std::string endpoint = conn.options().Endpoint();
+  std::lock_guard<std::mutex> lock(primary_mu_);
+  return primary_.empty() || primary_ == endpoint;
 }
 
 Result<GuardedClient::Slot*> GuardedClient::Acquire(Deadline deadline) {

@@ -137,6 +137,15 @@ class GuardedClient {
   // Records a failure seen outside Run/RunOn (a subscriber's read).
   void RecordFailure();
 
+  // Sentinel mode: the primary is now at `endpoint` ("host:port"), as a
+  // sentinel announced (SentinelWatch). From then on a connection to any
+  // other server is remade before its next command, and one the sentinels
+  // still send elsewhere is refused (kUnavailable: they have not all seen
+  // the failover yet). Returns whether the primary changed.
+  bool FollowPrimary(std::string endpoint);
+  // Whether `conn` is on the primary last announced (true when none was).
+  bool OnPrimary(const Connection& conn);
+
   const ConnectionOptions& connection() const { return connection_; }
   CircuitBreaker& gate() { return *gate_; }
   const Counters& counters() const { return counters_; }
@@ -177,6 +186,11 @@ class GuardedClient {
   std::vector<Slot*> free_;
   int waiting_ = 0;
   Counters counters_;
+  // The primary the sentinels last announced (FollowPrimary), or empty.
+  // Read only when a command is about to be sent, so the lock costs nothing
+  // next to its round trip.
+  std::mutex primary_mu_;
+  std::string primary_;
 };
 
 }  // namespace fusebox::redis::internal

@@ -16,6 +16,10 @@ namespace {
 
 constexpr std::string_view kScheme = "redis://";
 constexpr std::string_view kTlsScheme = "rediss://";
+constexpr std::string_view kSentinelScheme = "redis-sentinel://";
+constexpr int kSentinelPort = 26379;
+
+enum class Scheme { kPlain, kTls, kSentinel };
 
 Status UrlError(std::string_view what) {
   return Status::InvalidArgument("redis URL: " + std::string(what));
@@ -92,12 +96,14 @@ std::optional<bool> ParseBool(std::string_view v) {
   return std::nullopt;
 }
 
-// "key=value&key=value" into `options` (the TLS settings). Values are
-// percent-decoded; paths are not secrets and may be echoed.
-Status ApplyQuery(std::string_view query, bool tls, ConnectionOptions& options) {
-  constexpr std::size_t kCount = 6;
+// "key=value&key=value" into `options` (the TLS settings, the timeouts, the
+// sentinels' password). Values are percent-decoded; paths are not secrets and
+// may be echoed, a password never is.
+Status ApplyQuery(std::string_view query, Scheme scheme, ConnectionOptions& options) {
+  constexpr std::size_t kCount = 7;
   constexpr std::string_view kKeys[kCount] = {
-      "ca_file", "client_cert", "client_key", "insecure_skip_verify", "connect_timeout", "timeout"};
+      "ca_file",         "client_cert", "client_key",       "insecure_skip_verify",
+      "connect_timeout", "timeout",     "sentinel_password"};
   bool seen[kCount] = {};
   while (!query.empty()) {
     const std::size_t amp = query.find('&');
@@ -112,11 +118,11 @@ Status ApplyQuery(std::string_view query, bool tls, ConnectionOptions& options) 
     if (index == kCount) {
       return UrlError("unknown " + ShownKey(key) +
                       " (known: ca_file, client_cert, client_key, insecure_skip_verify, "
-                      "connect_timeout, timeout)");
+                      "connect_timeout, timeout, sentinel_password)");
     }
     if (seen[index]) return UrlError(ShownKey(key) + " is given twice");
     seen[index] = true;
-    if (index >= 4) {
+    if (index == 4 || index == 5) {
       // The two timeouts, as durations (ParseDuration's syntax); a value is
       // echoed only for these (never a secret), and only its start.
       const std::string_view value = pair.substr(eq + 1);
@@ -129,7 +135,15 @@ Status ApplyQuery(std::string_view query, bool tls, ConnectionOptions& options) 
       (index == 4 ? options.connect_timeout : options.command_timeout) = *d;
       continue;
     }
-    if (!tls) return UrlError(ShownKey(key) + " is a TLS setting: it needs rediss://");
+    if (index == 6 && scheme != Scheme::kSentinel) {
+      return UrlError(ShownKey(key) + " is a Sentinel setting: it needs redis-sentinel://");
+    }
+    if (index < 4 && scheme == Scheme::kSentinel) {
+      return UrlError(ShownKey(key) + " is a TLS setting: not supported on redis-sentinel://");
+    }
+    if (index < 4 && scheme != Scheme::kTls) {
+      return UrlError(ShownKey(key) + " is a TLS setting: it needs rediss://");
+    }
     std::optional<std::string> value = PercentDecode(pair.substr(eq + 1));
     if (!value) return UrlError("malformed percent-encoding in " + ShownKey(key));
     if (value->empty()) return UrlError(ShownKey(key) + " is empty");
@@ -140,7 +154,8 @@ Status ApplyQuery(std::string_view query, bool tls, ConnectionOptions& options) 
     } else {
       (index == 0   ? options.ca_file
        : index == 1 ? options.client_cert
-                    : options.client_key) = std::move(*value);
+       : index == 2 ? options.client_key
+                    : options.sentinel_password) = std::move(*value);
     }
   }
   return Status();
@@ -165,21 +180,74 @@ bool IsHostChar(char c) {
          c == '.' || c == '_';
 }
 
+bool IsMasterNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_';
+}
+
+Status CheckMasterName(std::string_view name, std::string_view what) {
+  if (name.empty()) return Status::InvalidArgument(std::string(what) + " is empty");
+  if (name.size() > kMaxMasterNameLength) {
+    return Status::InvalidArgument(std::string(what) + " is longer than " +
+                                   std::to_string(kMaxMasterNameLength) + " characters");
+  }
+  for (char c : name) {
+    // Not echoed: only names of the allowed characters would be safe to show.
+    if (!IsMasterNameChar(c)) {
+      return Status::InvalidArgument(std::string(what) +
+                                     " has a character other than letters, digits, '.', '_' "
+                                     "and '-'");
+    }
+  }
+  return Status();
+}
+
+// The sentinel fields, when there are sentinels (host and port are then
+// where the last connect found the primary, if it has run).
+Status ValidateSentinels(const ConnectionOptions& o) {
+  if (o.sentinels.size() > kMaxSentinels) {
+    return Status::InvalidArgument("redis options: " + std::to_string(o.sentinels.size()) +
+                                   " sentinels, at most " + std::to_string(kMaxSentinels));
+  }
+  for (std::size_t i = 0; i < o.sentinels.size(); ++i) {
+    const std::string which = "redis options: sentinel " + std::to_string(i + 1) + ": ";
+    if (o.sentinels[i].host.empty()) return Status::InvalidArgument(which + "host is empty");
+    if (o.sentinels[i].port < 1 || o.sentinels[i].port > 65535) {
+      return Status::InvalidArgument(which + "port " + std::to_string(o.sentinels[i].port) +
+                                     " is not in 1..65535");
+    }
+  }
+  return CheckMasterName(o.master_name, "redis options: master_name");
+}
+
 }  // namespace
 
-std::string ConnectionOptions::Endpoint() const {
+std::string SentinelAddress::Endpoint() const {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);
 }
 
+std::string ConnectionOptions::Endpoint() const {
+  if (!sentinels.empty() && host.empty()) return "sentinel master '" + master_name + "'";
+  return SentinelAddress{host, port}.Endpoint();
+}
+
 std::string ConnectionOptions::Describe() const {
-  std::string out(tls ? kTlsScheme : kScheme);
+  std::string out(!sentinels.empty() ? kSentinelScheme : tls ? kTlsScheme : kScheme);
   if (!username.empty() || !password.empty()) {
     out += username;
     if (!password.empty()) out += ":***";
     out += "@";
   }
-  out += Endpoint();
+  if (sentinels.empty()) {
+    out += Endpoint();
+  } else {
+    for (std::size_t i = 0; i < sentinels.size(); ++i) {
+      if (i > 0) out += ',';
+      out += sentinels[i].Endpoint();
+    }
+    out += "/" + master_name;
+  }
   out += "/" + std::to_string(db);
   char sep = '?';
   for (const auto& [key, value] :
@@ -214,10 +282,18 @@ void ConnectionOptions::Warn(std::string_view event, std::string_view message) c
 }
 
 Status ConnectionOptions::Validate() const {
-  if (host.empty()) return Status::InvalidArgument("redis options: host is empty");
-  if (port < 1 || port > 65535) {
-    return Status::InvalidArgument("redis options: port " + std::to_string(port) +
-                                   " is not in 1..65535");
+  if (sentinels.empty()) {
+    if (!master_name.empty() || !sentinel_password.empty()) {
+      return Status::InvalidArgument(
+          "redis options: master_name and sentinel_password need sentinels");
+    }
+    if (host.empty()) return Status::InvalidArgument("redis options: host is empty");
+    if (port < 1 || port > 65535) {
+      return Status::InvalidArgument("redis options: port " + std::to_string(port) +
+                                     " is not in 1..65535");
+    }
+  } else if (Status s = ValidateSentinels(*this); !s.ok()) {
+    return s;
   }
   if (db < 0) {
     return Status::InvalidArgument("redis options: db " + std::to_string(db) + " is negative");
@@ -257,77 +333,53 @@ Status ConnectionOptions::Validate() const {
   return Status();
 }
 
-// Over 80 lines on purpose: one left-to-right pass over the URL (scheme,
-// userinfo, host, port, database), each error naming its part and never
-// echoing what may be a secret; its stages are marked where they begin.
-Result<ConnectionOptions> ParseRedisUrl(std::string_view url) {
-  const bool tls = url.starts_with(kTlsScheme);
-  if (!tls && !url.starts_with(kScheme)) {
-    return UrlError("must start with redis:// or rediss://");
-  }
-  std::string_view rest = url.substr(tls ? kTlsScheme.size() : kScheme.size());
-  if (const std::size_t q = rest.find_first_of("?#"); q != std::string_view::npos) {
-    // A '@' after it means the '?' or '#' was inside the user info: most
-    // likely a password, never echoed.
-    if (rest.find('@', q) != std::string_view::npos) {
-      return UrlError("a '?' or '#' before '@' must be percent-encoded (%3F, %23)");
-    }
-  }
-  if (rest.find('#') != std::string_view::npos) {
-    return UrlError("a fragment (#...) is not supported");
-  }
-  ConnectionOptions options;
-  options.tls = tls;
-  if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
-    if (Status s = ApplyQuery(rest.substr(q + 1), tls, options); !s.ok()) return s;
-    rest = rest.substr(0, q);
-  }
+namespace {
 
-  // The authority ends at the first '/'; the userinfo ends at the last '@' in
-  // it, so that an unencoded '@' in a password still parses (a '/' in a
-  // password must be written %2F).
-  std::string_view authority = rest;
-  std::string_view path;
-  if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
-    authority = rest.substr(0, slash);
-    path = rest.substr(slash + 1);
+// The "[user]:password@" before the host(s), if any, into `options`; returns
+// what follows it. The userinfo ends at the last '@', so that an unencoded
+// '@' in a password still parses (a '/' in a password must be written %2F).
+Result<std::string_view> TakeUserInfo(std::string_view authority, ConnectionOptions& options) {
+  const std::size_t at = authority.rfind('@');
+  if (at == std::string_view::npos) return authority;
+  const std::string_view userinfo = authority.substr(0, at);
+  const std::size_t colon = userinfo.find(':');
+  if (colon == std::string_view::npos) {
+    // Most likely a password written without its leading ':': do not echo it.
+    return UrlError(
+        "the part before '@' has no ':'; write redis://:PASSWORD@host for a password "
+        "alone or redis://USER:PASSWORD@host");
   }
-  std::string_view hostport = authority;
-  if (const std::size_t at = authority.rfind('@'); at != std::string_view::npos) {
-    const std::string_view userinfo = authority.substr(0, at);
-    hostport = authority.substr(at + 1);
-    const std::size_t colon = userinfo.find(':');
-    if (colon == std::string_view::npos) {
-      // Most likely a password written without its leading ':': do not echo it.
-      return UrlError(
-          "the part before '@' has no ':'; write redis://:PASSWORD@host for a password "
-          "alone or redis://USER:PASSWORD@host");
-    }
-    std::optional<std::string> user = PercentDecode(userinfo.substr(0, colon));
-    if (!user) return UrlError("malformed percent-encoding in the user name");
-    std::optional<std::string> password = PercentDecode(userinfo.substr(colon + 1));
-    if (!password) return UrlError("malformed percent-encoding in the password");
-    if (password->empty()) return UrlError("the password after ':' is empty");
-    options.username = std::move(*user);
-    options.password = std::move(*password);
-  }
+  std::optional<std::string> user = PercentDecode(userinfo.substr(0, colon));
+  if (!user) return UrlError("malformed percent-encoding in the user name");
+  std::optional<std::string> password = PercentDecode(userinfo.substr(colon + 1));
+  if (!password) return UrlError("malformed percent-encoding in the password");
+  if (password->empty()) return UrlError("the password after ':' is empty");
+  options.username = std::move(*user);
+  options.password = std::move(*password);
+  return authority.substr(at + 1);
+}
 
+// "host[:port]" or "[v6][:port]"; `what` starts each error ("" for the one
+// host of redis://, "sentinel 2: " for an item of the sentinel list).
+Result<SentinelAddress> ParseHostPort(std::string_view hostport, int default_port,
+                                      const std::string& what) {
   std::string_view host = hostport;
   std::string_view port_text;
   bool has_port = false;
   if (hostport.starts_with('[')) {
     const std::size_t close = hostport.find(']');
-    if (close == std::string_view::npos) return UrlError("'[' of an IPv6 host is not closed");
+    if (close == std::string_view::npos)
+      return UrlError(what + "'[' of an IPv6 host is not closed");
     host = hostport.substr(1, close - 1);
     const std::string_view after = hostport.substr(close + 1);
     if (!after.empty()) {
-      if (after[0] != ':') return UrlError("unexpected text after the IPv6 host");
+      if (after[0] != ':') return UrlError(what + "unexpected text after the IPv6 host");
       port_text = after.substr(1);
       has_port = true;
     }
     for (char c : host) {
       if (HexValue(c) < 0 && c != ':' && c != '.') {
-        return UrlError("the IPv6 host has a character other than hex digits, ':' and '.'");
+        return UrlError(what + "the IPv6 host has a character other than hex digits, ':' and '.'");
       }
     }
   } else {
@@ -339,27 +391,113 @@ Result<ConnectionOptions> ParseRedisUrl(std::string_view url) {
     }
     for (char c : host) {
       if (!IsHostChar(c)) {
-        return UrlError(
-            "the host has a character other than letters, digits, '-', '.' and '_' (an IPv6 "
-            "address goes in brackets)");
+        return UrlError(what +
+                        "the host has a character other than letters, digits, '-', '.' and '_' "
+                        "(an IPv6 address goes in brackets)");
       }
     }
   }
-  if (host.empty()) return UrlError("the host is empty");
-  options.host = std::string(host);
+  if (host.empty()) return UrlError(what + "the host is empty");
+  SentinelAddress out{std::string(host), default_port};
   if (has_port) {
     // The port text is echoed only when it is a number: a password typed
     // where the port goes ("redis://host:s3cret") must not reach a log.
     const std::optional<std::int64_t> port = ParseDecimal(port_text, 65535);
     if (!port || *port == 0) {
       if (!port_text.empty() && ParseDecimal(port_text, INT64_MAX / 10)) {
-        return UrlError("port " + std::string(port_text) + " is not in 1..65535");
+        return UrlError(what + "port " + std::string(port_text) + " is not in 1..65535");
       }
-      return UrlError(port_text.empty() ? "the port after ':' is empty"
-                                        : "the port is not a number in 1..65535");
+      return UrlError(what + (port_text.empty() ? "the port after ':' is empty"
+                                                : "the port is not a number in 1..65535"));
     }
-    options.port = static_cast<int>(*port);
+    out.port = static_cast<int>(*port);
   }
+  return out;
+}
+
+// "host:port,host:port" into options.sentinels.
+Status ParseSentinelList(std::string_view list, ConnectionOptions& options) {
+  for (std::size_t index = 1;; ++index) {
+    const std::size_t comma = list.find(',');
+    if (index > kMaxSentinels) {
+      return UrlError("more than " + std::to_string(kMaxSentinels) + " sentinels");
+    }
+    Result<SentinelAddress> address = ParseHostPort(list.substr(0, comma), kSentinelPort,
+                                                    "sentinel " + std::to_string(index) + ": ");
+    if (!address) return address.error();
+    options.sentinels.push_back(std::move(*address));
+    if (comma == std::string_view::npos) return Status();
+    list = list.substr(comma + 1);
+  }
+}
+
+// The path of redis-sentinel://: "master[/db]".
+Status ParseSentinelPath(std::string_view path, ConnectionOptions& options) {
+  const std::size_t slash = path.find('/');
+  const std::string_view name = path.substr(0, slash);
+  if (name.empty()) {
+    return UrlError("the master name is missing (redis-sentinel://host:26379/MASTER[/db])");
+  }
+  if (Status s = CheckMasterName(name, "the master name"); !s.ok()) {
+    return UrlError(s.message());
+  }
+  options.master_name = std::string(name);
+  if (slash == std::string_view::npos) return Status();
+  const std::optional<std::int64_t> db = ParseDecimal(path.substr(slash + 1), 1 << 20);
+  if (!db) return UrlError("after the master name the path must be a database number (e.g. /0)");
+  options.db = static_cast<int>(*db);
+  return Status();
+}
+
+}  // namespace
+
+// One left-to-right pass over the URL (scheme, query, userinfo, host(s),
+// path), each error naming its part and never echoing what may be a secret.
+Result<ConnectionOptions> ParseRedisUrl(std::string_view url) {
+  const Scheme scheme = url.starts_with(kTlsScheme)        ? Scheme::kTls
+                        : url.starts_with(kSentinelScheme) ? Scheme::kSentinel
+                                                           : Scheme::kPlain;
+  if (scheme == Scheme::kPlain && !url.starts_with(kScheme)) {
+    return UrlError("must start with redis://, rediss:// or redis-sentinel://");
+  }
+  std::string_view rest = url.substr(scheme == Scheme::kTls        ? kTlsScheme.size()
+                                     : scheme == Scheme::kSentinel ? kSentinelScheme.size()
+                                                                   : kScheme.size());
+  if (const std::size_t q = rest.find_first_of("?#"); q != std::string_view::npos) {
+    // A '@' after it means the '?' or '#' was inside the user info: most
+    // likely a password, never echoed.
+    if (rest.find('@', q) != std::string_view::npos) {
+      return UrlError("a '?' or '#' before '@' must be percent-encoded (%3F, %23)");
+    }
+  }
+  if (rest.find('#') != std::string_view::npos) {
+    return UrlError("a fragment (#...) is not supported");
+  }
+  ConnectionOptions options;
+  options.tls = scheme == Scheme::kTls;
+  if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
+    if (Status s = ApplyQuery(rest.substr(q + 1), scheme, options); !s.ok()) return s;
+    rest = rest.substr(0, q);
+  }
+  // The authority ends at the first '/'.
+  std::string_view authority = rest;
+  std::string_view path;
+  if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    authority = rest.substr(0, slash);
+    path = rest.substr(slash + 1);
+  }
+  Result<std::string_view> hosts = TakeUserInfo(authority, options);
+  if (!hosts) return hosts.error();
+  if (scheme == Scheme::kSentinel) {
+    options.host.clear();  // Found by each connect.
+    if (Status s = ParseSentinelList(*hosts, options); !s.ok()) return s;
+    if (Status s = ParseSentinelPath(path, options); !s.ok()) return s;
+    return options;
+  }
+  Result<SentinelAddress> address = ParseHostPort(*hosts, options.port, "");
+  if (!address) return address.error();
+  options.host = std::move(address->host);
+  options.port = address->port;
   if (!path.empty()) {
     const std::optional<std::int64_t> db = ParseDecimal(path, 1 << 20);
     if (!db) return UrlError("the path must be a database number (e.g. /0), not anything else");

@@ -151,7 +151,7 @@ TEST(ParseRedisUrl, NamesWhatIsWrong) {
     const char* url;
     const char* says;
   } cases[] = {
-      {"http://host", "must start with redis:// or rediss://"},
+      {"http://host", "must start with redis://, rediss:// or redis-sentinel://"},
       {"redis://", "host is empty"},
       {"redis://:6379", "host is empty"},
       {"redis://host:", "port after ':' is empty"},
@@ -263,6 +263,104 @@ TEST(ConnectionOptions, ValidateNamesTheField) {
   o = {};
   o.username = "alice";
   EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("username needs a password"));
+}
+
+// --- Sentinel (redis-sentinel://) --------------------------------------------------
+
+TEST(ParseRedisUrl, SentinelListMasterAndDb) {
+  Result<ConnectionOptions> o = ParseRedisUrl(
+      "redis-sentinel://:pw@s1:26380,s2,[::1]:26381/my-master.1/3?timeout=100ms&"
+      "sentinel_password=s%40p");
+  ASSERT_TRUE(o.has_value()) << o.error();
+  ASSERT_EQ(o->sentinels.size(), 3u);
+  EXPECT_EQ(o->sentinels[0].host, "s1");
+  EXPECT_EQ(o->sentinels[0].port, 26380);
+  EXPECT_EQ(o->sentinels[1].host, "s2");
+  EXPECT_EQ(o->sentinels[1].port, 26379);  // Sentinel's default port
+  EXPECT_EQ(o->sentinels[2].host, "::1");
+  EXPECT_EQ(o->master_name, "my-master.1");
+  EXPECT_EQ(o->db, 3);
+  EXPECT_EQ(o->password, "pw");
+  EXPECT_EQ(o->sentinel_password, "s@p");
+  EXPECT_EQ(o->command_timeout, std::chrono::milliseconds(100));
+  EXPECT_FALSE(o->tls);
+  EXPECT_TRUE(o->Validate().ok()) << o->Validate();
+  // Messages name the master, not a host nobody configured.
+  EXPECT_EQ(o->Endpoint(), "sentinel master 'my-master.1'");
+  EXPECT_EQ(o->Describe(), "redis-sentinel://:***@s1:26380,s2:26379,[::1]:26381/my-master.1/3");
+  EXPECT_EQ(ParseRedisUrl("redis-sentinel://s/m")->db, 0);
+}
+
+TEST(ParseRedisUrl, SentinelErrorsNameThePart) {
+  std::string seventeen = "redis-sentinel://";
+  for (int i = 0; i < 17; ++i) seventeen += (i == 0 ? "h" : ",h");
+  seventeen += "/m";
+  struct Case {
+    std::string url;
+    const char* says;
+  } cases[] = {
+      {"redis-sentinel://s1:26379", "the master name is missing"},
+      {"redis-sentinel://s1:26379/", "the master name is missing"},
+      {"redis-sentinel://s1,s2:0/m", "sentinel 2: port 0 is not in 1..65535"},
+      {"redis-sentinel://s1,,s3/m", "sentinel 2: the host is empty"},
+      {"redis-sentinel://s1,s 2/m", "sentinel 2: the host has a character"},
+      {"redis-sentinel://s1/m/x", "after the master name the path must be a database number"},
+      {"redis-sentinel://s1/m!x", "the master name has a character other than"},
+      {"redis-sentinel://s1/" + std::string(65, 'm'), "the master name is longer than 64"},
+      {seventeen, "more than 16 sentinels"},
+      {"redis-sentinel://s1/m?ca_file=/ca", "not supported on redis-sentinel://"},
+      {"redis://h?sentinel_password=x", "is a Sentinel setting: it needs redis-sentinel://"},
+      {"redis-sentinel://s1/m?sentinel_password=", "'sentinel_password' is empty"},
+      {"redis-sentinel://s1/m?sentinel_password=%zz", "percent-encoding in query parameter"},
+      {"sentinel://s1/m", "must start with redis://, rediss:// or redis-sentinel://"},
+  };
+  for (const Case& c : cases) {
+    const Status s = ParseError(c.url);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.url;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.says)) << c.url;
+  }
+}
+
+TEST(ParseRedisUrl, SentinelErrorsNeverContainAPassword) {
+  const std::string secret = "Tr0ub4dor3xyz";
+  const std::string urls[] = {
+      "redis-sentinel://:" + secret + "@s1:99999/m",
+      "redis-sentinel://:" + secret + "@s1/m/x",
+      "redis-sentinel://" + secret + "@s1/m",
+      "redis-sentinel://s1:" + secret + "/m",
+      "redis-sentinel://s1," + secret + ":x/m",
+      "redis-sentinel://s1/" + secret + "!",
+      "redis-sentinel://s1/m?sentinel_password=" + secret + "%z",
+      "redis-sentinel://s1/m?sentinel_password=" + secret + "&sentinel_password=" + secret,
+      "redis://h?sentinel_password=" + secret,
+  };
+  for (const std::string& url : urls) {
+    const Status s = ParseError(url);
+    EXPECT_THAT(s.ToString(), Not(HasSubstr(secret))) << s;
+    EXPECT_THAT(s.ToString(), Not(HasSubstr("Tr0ub"))) << s;
+  }
+  // Describe() shows neither password.
+  ConnectionOptions o =
+      *ParseRedisUrl("redis-sentinel://:" + secret + "@s/m?sentinel_password=" + secret);
+  EXPECT_THAT(o.Describe(), Not(HasSubstr(secret)));
+}
+
+TEST(ConnectionOptions, ValidateChecksSentinelFields) {
+  ConnectionOptions o;
+  o.master_name = "m";
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("need sentinels"));
+  o.host.clear();
+  o.sentinels = {{"s1", 26379}, {"", 26379}};
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("sentinel 2: host is empty"));
+  o.sentinels[1] = {"s2", 0};
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("sentinel 2: port 0"));
+  o.sentinels[1].port = 26379;
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
+  o.master_name = "";
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("master_name is empty"));
+  o.master_name = "m";
+  o.sentinels.resize(kMaxSentinels + 1, {"s", 26379});
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("at most 16"));
 }
 
 }  // namespace

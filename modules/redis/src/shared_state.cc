@@ -10,6 +10,11 @@
 //     thread that pushes each change to the breakers of that circuit, PINGs
 //     after a silence, and after every (re)subscribe asks every breaker to
 //     resync (re-read, replay its OPEN).
+//   - In Sentinel mode, sentinel_watch_: the same thread listens for
+//     +switch-master on a sentinel; a failover drops sub_conn_, so that the
+//     resubscribe on the new primary (and its resync) happens at once, and
+//     tells the client, which remakes the other connections before their
+//     next command.
 //
 // Every command passes the store's own CircuitBreaker first (GuardedClient).
 #include "fusebox/redis/shared_state.h"
@@ -18,6 +23,7 @@
 #include <utility>
 
 #include "src/guarded_client.h"
+#include "src/sentinel.h"
 
 namespace fusebox::redis {
 namespace {
@@ -87,6 +93,9 @@ RedisSharedState::RedisSharedState(SharedStateOptions options, Keyspace keyspace
       scripts_(std::move(keyspace)),
       client_(std::move(client)) {
   last_heard_ns_.store(clock_.Now().time_since_epoch().count(), std::memory_order_relaxed);
+  if (!options_.connection.sentinels.empty()) {
+    sentinel_watch_ = std::make_unique<internal::SentinelWatch>(options_.connection);
+  }
 }
 
 CircuitBreaker& RedisSharedState::store_breaker() { return client_->gate(); }
@@ -368,6 +377,7 @@ void RedisSharedState::SubscriberLoop() {
     last_heard_ns_.store(clock_.Now().time_since_epoch().count(), std::memory_order_relaxed);
   };
   while (!stopping_.load(std::memory_order_relaxed)) {
+    FollowSentinels();
     if (sub_conn_ == nullptr || sub_conn_->broken() || !sub_conn_->subscribed()) {
       subscribed_.store(false, std::memory_order_relaxed);
       if (sub_conn_ != nullptr && !sub_conn_->broken()) (void)sub_conn_->Reconnect();
@@ -425,6 +435,15 @@ void RedisSharedState::SubscriberLoop() {
     Deliver(**m);
   }
   subscribed_.store(false, std::memory_order_relaxed);
+}
+
+void RedisSharedState::FollowSentinels() {
+  if (sentinel_watch_ == nullptr) return;
+  std::optional<std::string> primary = sentinel_watch_->Poll(clock_.Now());
+  if (!primary || !client_->FollowPrimary(std::move(*primary))) return;
+  counters_.failovers.fetch_add(1, std::memory_order_relaxed);
+  // Resubscribed (and resynced) on the new primary by the loop, now.
+  if (sub_conn_ != nullptr && !client_->OnPrimary(*sub_conn_)) sub_conn_.reset();
 }
 
 Status RedisSharedState::Heartbeat() {
@@ -527,6 +546,7 @@ SharedStateStats RedisSharedState::stats() const {
   s.refused = get(c.refused);
   s.down_periods = get(c.down_periods);
   s.subscribes = get(counters_.subscribes);
+  s.failovers = get(counters_.failovers);
   s.events = get(counters_.events);
   s.leases_granted = get(counters_.leases_granted);
   s.leases_busy = get(counters_.leases_busy);

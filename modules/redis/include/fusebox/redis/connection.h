@@ -11,6 +11,12 @@
 //     options.command_timeout. Over TLS a PING is sent when neither AUTH nor
 //     SELECT is, so that a server refusing the client certificate (which TLS
 //     1.3 says only after the handshake) is refused at Connect().
+//   - With options.sentinels, Connect() and Reconnect() first ask the
+//     sentinels where the primary is, connect there and check with ROLE that
+//     it is a master, all within options.connect_timeout; a READONLY reply
+//     (the primary was demoted) breaks the connection, so that the next
+//     Reconnect() finds the new primary. options().host and port are the
+//     primary found.
 //   - Command() sends one binary-safe command built from string_views and
 //     returns an owning Reply. A Redis error reply (-ERR ...) is a Reply of
 //     type kError, not a failed Result: only the connection can fail a Result.
@@ -157,8 +163,14 @@ class Connection {
  private:
   explicit Connection(ConnectionOptions options);
 
-  // Connects and runs the handshake; on failure transport_ stays null.
+  // Connects and runs the handshake (through the sentinels first, if any);
+  // on failure transport_ stays null.
   Status Open();
+  // Connects to options_.host:port and runs the handshake, each wait bounded
+  // by `timeout`.
+  Status Handshake(Duration timeout);
+  // Breaks the connection on a READONLY reply in Sentinel mode.
+  void BreakIfDemoted(std::string_view operation, const Reply& reply);
   // Marks the connection broken (drops the socket) and returns the
   // kUnavailable status saying why.
   Status Break(std::string_view operation, std::string_view detail);
@@ -182,6 +194,7 @@ class Connection {
   std::string broken_reason_;                       // Why transport_ is null.
   Duration io_timeout_{};                           // Bounds each wait for the socket.
   std::size_t pending_ = 0;
+  std::size_t preferred_sentinel_ = 0;  // Asked first by the next Open().
   bool subscribed_ = false;
   std::deque<PubSubMessage> queued_;  // Messages read while waiting for a pong.
 };

@@ -3,6 +3,9 @@
 // ConnectionOptions is a plain struct; ParseRedisUrl() fills one from a URL
 // such as "redis://:s3cret@cache.internal:6380/2", or over TLS
 // "rediss://:s3cret@cache.internal:6380/2?ca_file=/etc/fusebox/redis-ca.pem".
+// A Sentinel-managed primary is named instead of addressed:
+// "redis-sentinel://:s3cret@sentinel-a:26379,sentinel-b:26379/mymaster/2":
+// every connect asks the sentinels where the primary is (see `sentinels`).
 // The password is a secret: it never appears in an error message, in
 // Describe() or in anything this module logs.
 //
@@ -16,9 +19,11 @@
 #define FUSEBOX_REDIS_OPTIONS_H_
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fusebox/clock.h"
 #include "fusebox/result.h"
@@ -26,8 +31,28 @@
 
 namespace fusebox::redis {
 
+// Where one Redis Sentinel listens.
+struct SentinelAddress {
+  // Host name or IP address (IPv6 without brackets).
+  std::string host;
+  // TCP port, 1..65535. Default: 26379, Sentinel's own.
+  int port = 26379;
+
+  // "host:port" ("[v6]:port"), as ConnectionOptions::Endpoint().
+  std::string Endpoint() const;
+};
+
+// At most this many sentinels in ConnectionOptions::sentinels (a Sentinel
+// deployment has 3 or 5; the list is tried in turn within one connect).
+inline constexpr std::size_t kMaxSentinels = 16;
+// A master name is 1..kMaxMasterNameLength of letters, digits, '.', '_', '-'.
+inline constexpr std::size_t kMaxMasterNameLength = 64;
+
 struct ConnectionOptions {
   // Host name or IP address (IPv6 without brackets). Default: "127.0.0.1".
+  // With sentinels: ignored when connecting (leave it empty, as
+  // ParseRedisUrl does, so that messages name the master instead); a
+  // Connection's options() show the primary it found here.
   std::string host = "127.0.0.1";
   // TCP port, 1..65535. Default: 6379.
   int port = 6379;
@@ -78,17 +103,42 @@ struct ConnectionOptions {
   // Called on the thread that connects; must be thread-safe.
   std::function<void(std::string_view event, std::string_view message)> warn;
 
-  // "host:port", for messages.
+  // Sentinel (redis-sentinel://). Non-empty: the primary is found through
+  // these sentinels, and host and port are only where the last connect found
+  // it. Each connect (and so each reconnect) asks them in turn, starting with
+  // the last one that answered, `SENTINEL get-master-addr-by-name
+  // master_name`, connects to the address named, authenticates, selects db
+  // and checks with ROLE that the server is a master: a stale answer or a
+  // demoted primary is refused and the next sentinel asked. The whole of it,
+  // every sentinel included, is bounded by connect_timeout. A connection
+  // whose server answers READONLY (its primary was demoted) is broken, so
+  // that the next use finds the new primary. At most kMaxSentinels.
+  // Default: empty (connect to host:port).
+  std::vector<SentinelAddress> sentinels;
+  // The name the sentinels monitor the primary under ("sentinel monitor
+  // <name> ..."); required with sentinels, 1..kMaxMasterNameLength of
+  // letters, digits, '.', '_' and '-'. Default: empty.
+  std::string master_name;
+  // Password for AUTH to the sentinels (their requirepass), which need not be
+  // the data password. Empty: no AUTH to sentinels. A secret: never logged.
+  // Default: empty.
+  std::string sentinel_password;
+
+  // "host:port", for messages; with sentinels and no primary found yet,
+  // "sentinel master 'name'".
   std::string Endpoint() const;
 
   // "redis[s]://[user:***@]host:port/db[?tls settings]": safe to log, the
-  // password is masked (and a user name alone is shown as "user@").
+  // password is masked (and a user name alone is shown as "user@"). With
+  // sentinels: "redis-sentinel://[user:***@]h1:26379,h2:26379/name/db".
   std::string Describe() const;
 
   // Checks the fields: host non-empty, port 1..65535, db >= 0, timeouts > 0;
   // TLS settings only with tls, client_cert and client_key together, each
-  // file given readable. Errors are kInvalidArgument and name the field (and
-  // the file).
+  // file given readable; with sentinels, 1..kMaxSentinels of them, each host
+  // non-empty and port in range, and a well-formed master_name (a
+  // master_name or sentinel_password without sentinels is an error too).
+  // Errors are kInvalidArgument and name the field (and the file).
   Status Validate() const;
 
   // Reports `event` through `warn`, or on stderr when it is empty.
@@ -114,8 +164,18 @@ struct ConnectionOptions {
 // What the query leaves out keeps its default, as does keepalive. Files are
 // not read here: Validate() checks them.
 //
-// Errors are kInvalidArgument and say which part is wrong. They never contain
-// the password, not even part of it.
+// Also parses the Sentinel form,
+// "redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/master[/db][?...]":
+// - the user info is the data password (for the primary), as above;
+// - each host[:port] is a sentinel (port defaults to 26379, IPv6 in
+//   brackets), at most kMaxSentinels of them;
+// - the path is the master name, then optionally the database;
+// - the query may set connect_timeout, timeout and sentinel_password (the
+//   sentinels' own password, percent-encoded); TLS settings are refused.
+//
+// Errors are kInvalidArgument and say which part is wrong ("sentinel 2: the
+// port is not a number in 1..65535"). They never contain the password (nor
+// the sentinel password), not even part of it.
 Result<ConnectionOptions> ParseRedisUrl(std::string_view url);
 
 }  // namespace fusebox::redis

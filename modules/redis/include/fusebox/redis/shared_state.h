@@ -58,6 +58,7 @@ namespace fusebox::redis {
 
 namespace internal {
 class GuardedClient;
+class SentinelWatch;
 }  // namespace internal
 
 // What the store tells its owner about its link to Redis, for a log: the
@@ -137,6 +138,10 @@ struct SharedStateStats {
   std::int64_t down_periods = 0;
   // Subscriber connections made, the first one included.
   std::int64_t subscribes = 0;
+  // Sentinel mode: primaries followed, the first one included: times a
+  // sentinel named a primary other than the last one (on +switch-master, or
+  // on watching again after a break).
+  std::int64_t failovers = 0;
   // Change events received, and those naming a circuit nobody here uses.
   std::int64_t events = 0;
   // AcquireProbe() answers.
@@ -241,6 +246,9 @@ class RedisSharedState final : public SharedState {
   Status Heartbeat();
   void Deliver(const PubSubMessage& message);
   void ResyncAll(std::string_view why);
+  // Sentinel mode: reads the sentinel's announcements and moves to the
+  // primary named (subscriber thread only).
+  void FollowSentinels();
   // Pauses the calling background thread for about `d`, or until Stop.
   void Pause(Duration d);
   Listeners ListenersOf(std::string_view circuit);
@@ -268,6 +276,8 @@ class RedisSharedState final : public SharedState {
   std::unique_ptr<Connection> worker_conn_;  // WorkerLoop() only.
 
   std::unique_ptr<Connection> sub_conn_;  // SubscriberLoop() only.
+  // Sentinel mode only, else null; SubscriberLoop() only.
+  std::unique_ptr<internal::SentinelWatch> sentinel_watch_;
   std::atomic<bool> subscribed_{false};
   // Set when a trip could not be sent: the subscriber resyncs everyone once
   // Redis answers again, so that OPENs are replayed.
@@ -275,7 +285,7 @@ class RedisSharedState final : public SharedState {
 
   struct Counters {
     std::atomic<std::int64_t> pings{0}, subscribes{0}, events{0}, leases_granted{0}, leases_busy{0},
-        dropped{0}, closes_lost{0}, resyncs{0}, auth_failures{0};
+        dropped{0}, closes_lost{0}, resyncs{0}, auth_failures{0}, failovers{0};
   };
   // When the subscriber last proved that pushes arrive (a subscribe, a
   // message, a heartbeat answered), on clock_: health().staleness.

@@ -1,0 +1,358 @@
+// Sentinel mode (redis-sentinel://) against real servers: a primary, one
+// replica and three sentinels, all started here on free loopback ports, with
+// Sentinel's timings small (down-after 500 ms, failover-timeout 2 s) so that a
+// failover fits in a test.
+//
+// The breakers run on ManualClocks as in shared_state_test.cc; the failovers
+// run on real time, so these tests wait with bounded polls, and the one wall
+// time bound asserted (calls while no primary is known) has a wide margin.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fusebox/circuit_breaker.h"
+#include "fusebox/redis/circuit_scripts.h"
+#include "fusebox/redis/shared_state.h"
+#include "fusebox/testing/manual_clock.h"
+#include "tests/redis/redis_server.h"
+
+namespace fusebox::redis {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::PollUntil;
+using testing::RedisSentinelConfig;
+using testing::RedisServer;
+
+constexpr std::string_view kCircuit = "meta:read:17841400000000000:quota";
+constexpr Duration kOpen = milliseconds(300);
+
+class RedisSentinelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    primary_ = StartServer({});
+    ASSERT_NE(primary_, nullptr);
+    replica_ = StartServer({.replica_of = primary_->port()});
+    ASSERT_NE(replica_, nullptr);
+    ASSERT_TRUE(PollUntil([&] { return InfoHas(*replica_, "master_link_status:up"); }, seconds(10)))
+        << "the replica never synced";
+    // Started after the replica is attached: a sentinel finds replicas in the
+    // primary's INFO, which it asks at once and then every 10 s.
+    for (int i = 0; i < 3; ++i) {
+      sentinels_.push_back(
+          StartServer({.sentinel = RedisSentinelConfig{.primary_port = primary_->port()}}));
+      ASSERT_NE(sentinels_.back(), nullptr);
+    }
+    // Each knows the replica and the two others (hello messages, every 2 s):
+    // a failover needs both.
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          for (auto& s : sentinels_) {
+            if (ArraySize(*s, {"SENTINEL", "replicas", "mymaster"}) != 1) return false;
+            if (ArraySize(*s, {"SENTINEL", "sentinels", "mymaster"}) != 2) return false;
+          }
+          return true;
+        },
+        seconds(15)))
+        << "the sentinels never found each other and the replica";
+  }
+
+  std::unique_ptr<RedisServer> StartServer(testing::RedisServerOptions o) {
+    auto server = RedisServer::Start(std::move(o));
+    EXPECT_TRUE(server.has_value()) << server.error();
+    return server ? std::move(*server) : nullptr;
+  }
+
+  static bool InfoHas(RedisServer& s, std::string_view text) {
+    auto r = s.Admin({"INFO", "replication"});
+    return r && r->is_string() && r->str.find(text) != std::string::npos;
+  }
+
+  static std::int64_t ArraySize(RedisServer& s, std::initializer_list<std::string_view> args) {
+    auto r = s.Admin(args);
+    return r && r->is_array() ? static_cast<std::int64_t>(r->elements.size()) : -1;
+  }
+
+  // Where sentinel `i` says the primary is (its port), or 0.
+  int NamedPrimaryPort(std::size_t i) {
+    auto r = sentinels_[i]->Admin({"SENTINEL", "get-master-addr-by-name", "mymaster"});
+    if (!r || !r->is_array() || r->elements.size() != 2) return 0;
+    return std::atoi(r->elements[1].str.c_str());
+  }
+
+  RedisServer& ByPort(int port) { return port == primary_->port() ? *primary_ : *replica_; }
+
+  // The sentinels' URL, led by `dead` (a port nothing listens on) when set.
+  std::string Url(int dead = 0) {
+    std::string url = "redis-sentinel://";
+    if (dead != 0) url += "127.0.0.1:" + std::to_string(dead) + ",";
+    for (std::size_t i = 0; i < sentinels_.size(); ++i) {
+      url +=
+          (i == 0 ? "" : ",") + std::string("127.0.0.1:") + std::to_string(sentinels_[i]->port());
+    }
+    return url + "/mymaster?connect_timeout=300ms&timeout=200ms";
+  }
+
+  SharedStateOptions Options(int dead = 0) {
+    auto connection = ParseRedisUrl(Url(dead));
+    EXPECT_TRUE(connection.has_value()) << connection.error();
+    SharedStateOptions o;
+    if (connection) o.connection = *connection;
+    o.heartbeat = milliseconds(200);
+    o.min_grace = seconds(30);
+    o.down_for = milliseconds(500);
+    return o;
+  }
+
+  std::shared_ptr<RedisSharedState> Store(int dead = 0) {
+    auto s = RedisSharedState::Create(Options(dead));
+    EXPECT_TRUE(s.has_value()) << s.error();
+    if (!s) return nullptr;
+    auto store = *s;
+    EXPECT_TRUE(PollUntil([&] { return store->healthy(); }, seconds(5))) << "never subscribed";
+    return store;
+  }
+
+  std::unique_ptr<CircuitBreaker> Breaker(std::shared_ptr<SharedState> store,
+                                          std::string_view circuit = kCircuit,
+                                          Duration open = kOpen) {
+    CircuitBreakerConfig c;
+    c.sliding_window_size = 4;
+    c.minimum_number_of_calls = 4;
+    c.permitted_number_of_calls_in_half_open_state = 1;
+    c.wait_duration_in_open_state = open;
+    c.shared_state = std::move(store);
+    c.shared_probe_lease = seconds(5);
+    return *CircuitBreaker::Create(std::string(circuit), std::move(c), clock_);
+  }
+
+  static void Trip(CircuitBreaker& b) {
+    for (int i = 0; i < 4 && b.state() == State::kClosed; ++i) {
+      auto p = b.TryAcquire();
+      ASSERT_TRUE(p.has_value());
+      p->Failure(milliseconds(1));
+    }
+    ASSERT_EQ(b.state(), State::kOpen);
+  }
+
+  static void Warm(CircuitBreaker& b) {
+    auto p = b.TryAcquire();
+    if (p) p->Success(milliseconds(1));
+  }
+
+  // The circuit as the server at `port` holds it.
+  ReadResult::State StateOn(int port, std::string_view circuit = kCircuit) {
+    auto conn = ByPort(port).Connect();
+    if (!conn) return ReadResult::State::kClosed;
+    auto r = scripts_.Read(**conn, circuit);
+    return r ? r->state : ReadResult::State::kClosed;
+  }
+
+  // Subscribers of the fleet's channel on the server at `port`.
+  std::int64_t Subscribers(int port) {
+    auto r = ByPort(port).Admin({"PUBSUB", "NUMSUB", scripts_.keyspace().channel()});
+    if (!r || !r->is_array() || r->elements.size() != 2) return -1;
+    return r->elements[1].integer;
+  }
+
+  // Every breaker of `fleet` tries at once after the recovery time: exactly
+  // one probes, and its success closes them all.
+  void OneProbeClosesTheFleet(std::vector<CircuitBreaker*> fleet, int primary_port) {
+    ASSERT_TRUE(PollUntil([&] { return StateOn(primary_port) == ReadResult::State::kHalfOpen; }));
+    clock_.Advance(kOpen + milliseconds(1));
+    std::optional<Permit> permit;
+    int probes = 0;
+    for (CircuitBreaker* b : fleet) {
+      auto p = b->TryAcquire();
+      if (!p) continue;
+      ++probes;
+      permit.emplace(std::move(*p));
+    }
+    ASSERT_EQ(probes, 1) << "one probe per recovery";
+    permit->Success(milliseconds(3));
+    EXPECT_TRUE(PollUntil([&] {
+      for (CircuitBreaker* b : fleet)
+        if (b->state() != State::kClosed) return false;
+      return true;
+    }));
+  }
+
+  fusebox::testing::ManualClock clock_;
+  std::unique_ptr<RedisServer> primary_;
+  std::unique_ptr<RedisServer> replica_;
+  std::vector<std::unique_ptr<RedisServer>> sentinels_;
+  CircuitScripts scripts_;
+};
+
+TEST_F(RedisSentinelTest, AConnectionFindsThePrimaryPastADeadAndAStaleSentinel) {
+  auto dead = testing::FreeLoopbackPort();
+  ASSERT_TRUE(dead.has_value()) << dead.error();
+  // A sentinel whose answer is stale: it names the replica as "mymaster".
+  auto stale =
+      StartServer({.sentinel = RedisSentinelConfig{.primary_port = replica_->port(), .quorum = 3}});
+  ASSERT_NE(stale, nullptr);
+  auto options = *ParseRedisUrl("redis-sentinel://127.0.0.1:" + std::to_string(*dead) +
+                                ",127.0.0.1:" + std::to_string(stale->port()) + ",127.0.0.1:" +
+                                std::to_string(sentinels_[0]->port()) + "/mymaster/2");
+  auto conn = Connection::Connect(options);
+  ASSERT_TRUE(conn.has_value()) << conn.error();
+  EXPECT_EQ((*conn)->options().port, primary_->port());
+  auto set = (*conn)->Command({"SET", "k", "v"});
+  ASSERT_TRUE(set.has_value()) << set.error();
+  EXPECT_TRUE(set->is_status()) << set->ToString();
+  // db 2 was selected on the primary.
+  auto moved = primary_->Admin({"SELECT", "2"});
+  ASSERT_TRUE(moved.has_value());
+  auto got = primary_->Admin({"GET", "k"});
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->str, "v");
+  (void)primary_->Admin({"SELECT", "0"});
+
+  // With no sentinel that names a primary, a clear error, within the
+  // connect timeout.
+  auto lost = ParseRedisUrl("redis-sentinel://127.0.0.1:" + std::to_string(*dead) +
+                            ",127.0.0.1:" + std::to_string(stale->port()) + "/mymaster");
+  auto none = Connection::Connect(*lost);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(none.error().message()),
+              ::testing::HasSubstr("no sentinel named a reachable primary"));
+  EXPECT_THAT(std::string(none.error().message()), ::testing::HasSubstr("not the primary"));
+
+  // The primary demoted under the connection (no sentinel involved, so no
+  // CLIENT KILL): its READONLY breaks the connection, and the reconnect
+  // refuses the demoted server the sentinels still name.
+  auto demoted = primary_->Admin({"REPLICAOF", "127.0.0.1", std::to_string(*dead)});
+  ASSERT_TRUE(demoted.has_value() && demoted->is_status()) << demoted->ToString();
+  auto refused = (*conn)->Command({"SET", "k", "w"});
+  ASSERT_TRUE(refused.has_value()) << refused.error();
+  EXPECT_TRUE(refused->IsErrorCode("READONLY")) << refused->ToString();
+  EXPECT_TRUE((*conn)->broken());
+  const Status again = (*conn)->Reconnect();
+  EXPECT_EQ(again.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(again.message()), ::testing::HasSubstr("not the primary"));
+}
+
+TEST_F(RedisSentinelTest, TheStoreDiscoversThePrimaryThroughTheSentinels) {
+  auto dead = testing::FreeLoopbackPort();
+  ASSERT_TRUE(dead.has_value()) << dead.error();
+  auto a = Store(*dead), b = Store(*dead);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(Subscribers(primary_->port()), 2);
+  EXPECT_EQ(Subscribers(replica_->port()), 0);
+  auto ba = Breaker(a), bb = Breaker(b);
+  Warm(*ba);
+  Warm(*bb);
+  Trip(*ba);
+  ASSERT_TRUE(PollUntil([&] { return bb->state() == State::kOpen; }));
+  EXPECT_EQ(StateOn(primary_->port()), ReadResult::State::kOpen);
+  OneProbeClosesTheFleet({ba.get(), bb.get()}, primary_->port());
+}
+
+TEST_F(RedisSentinelTest, AForcedFailoverIsFollowedAndKeepsAReplicatedOpen) {
+  auto a = Store(), b = Store();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  // An OPEN written before the failover, long enough to outlive it.
+  constexpr std::string_view kBefore = "meta:read:17841400000000001:quota";
+  auto before = Breaker(a, kBefore, seconds(60));
+  Warm(*before);
+  Trip(*before);
+  a->Flush();
+  ASSERT_EQ(StateOn(primary_->port(), kBefore), ReadResult::State::kOpen);
+  // Acknowledged by the replica too (a trip only the old primary held would
+  // be lost, as documented).
+  auto wait = primary_->Admin({"WAIT", "1", "1000"});
+  ASSERT_TRUE(wait.has_value() && wait->is_integer() && wait->integer == 1)
+      << (wait ? wait->ToString() : wait.error().ToString());
+
+  const std::int64_t followed = a->stats().failovers;
+  auto forced = sentinels_[0]->Admin({"SENTINEL", "FAILOVER", "mymaster"});
+  ASSERT_TRUE(forced.has_value() && forced->is_status()) << (forced ? forced->ToString() : "");
+  const int new_port = replica_->port();
+  ASSERT_TRUE(PollUntil([&] { return NamedPrimaryPort(0) == new_port; }, seconds(10)));
+  // Both stores move: their subscribers are on the new primary.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return Subscribers(new_port) == 2 && a->healthy() && b->healthy() &&
+               a->stats().failovers > followed;
+      },
+      seconds(10)))
+      << "subscribers on the new primary: " << Subscribers(new_port);
+  // The OPEN from before is there: a new instance's breaker finds it.
+  auto c = Store();
+  ASSERT_NE(c, nullptr);
+  auto late = Breaker(c, kBefore, seconds(60));
+  ASSERT_TRUE(PollUntil([&] {
+    Warm(*late);
+    return late->state() == State::kOpen;
+  }));
+  // A trip after the failover reaches the other instances, through the new
+  // primary, and its recovery has one probe.
+  auto ba = Breaker(a), bb = Breaker(b), bc = Breaker(c);
+  for (auto* x : {ba.get(), bb.get(), bc.get()}) Warm(*x);
+  for (auto* s : {a.get(), b.get(), c.get()}) s->Flush();
+  Trip(*ba);
+  ASSERT_TRUE(
+      PollUntil([&] { return bb->state() == State::kOpen && bc->state() == State::kOpen; }));
+  EXPECT_EQ(StateOn(new_port), ReadResult::State::kOpen);
+  OneProbeClosesTheFleet({ba.get(), bb.get(), bc.get()}, new_port);
+}
+
+TEST_F(RedisSentinelTest, AKilledPrimaryCostsBoundedCallsAndTheStoreConverges) {
+  auto a = Store(), b = Store();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  auto ba = Breaker(a), bb = Breaker(b);
+  Warm(*ba);
+  Warm(*bb);
+  const int new_port = replica_->port();
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(primary_->Kill().ok());
+  // While no primary is known, a stale breaker asks the store on each call;
+  // none may wait beyond the configured timeouts (connect 300 ms for the
+  // whole discovery, command 200 ms), whatever the sentinels say meanwhile.
+  auto worst = std::chrono::steady_clock::duration::zero();
+  std::optional<std::chrono::steady_clock::duration> converged;
+  const bool done = PollUntil(
+      [&] {
+        auto fresh = Breaker(b);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto p = fresh->TryAcquire();
+        worst = std::max(worst, std::chrono::steady_clock::now() - t0);
+        if (p) p->Success(milliseconds(1));
+        if (!converged && Subscribers(new_port) == 2 && a->healthy() && b->healthy()) {
+          converged = std::chrono::steady_clock::now() - killed_at;
+        }
+        return converged.has_value();
+      },
+      seconds(20));
+  ASSERT_TRUE(done) << "the stores never moved to the new primary";
+  // Generous (sanitizers, a loaded two-core box): 300 + 200 ms configured.
+  EXPECT_LT(worst, milliseconds(1500));
+  std::printf(
+      "sentinel: primary killed -> both stores subscribed on the new primary in %lld ms; "
+      "slowest call meanwhile %lld ms\n",
+      static_cast<long long>(std::chrono::duration_cast<milliseconds>(*converged).count()),
+      static_cast<long long>(std::chrono::duration_cast<milliseconds>(worst).count()));
+  // The fleet works on the new primary: a trip reaches b, one probe closes.
+  Trip(*ba);
+  ASSERT_TRUE(PollUntil([&] { return bb->state() == State::kOpen; }));
+  EXPECT_EQ(StateOn(new_port), ReadResult::State::kOpen);
+  OneProbeClosesTheFleet({ba.get(), bb.get()}, new_port);
+}
+
+}  // namespace
+}  // namespace fusebox::redis

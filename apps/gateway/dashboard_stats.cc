@@ -180,27 +180,29 @@ void DashboardStats::Tick(TimePoint now, const std::vector<BreakerSample>& sampl
 
   // One key's breakers see the same call: its count is the larger of
   // theirs, not the sum; a rejection by either is one refused call.
-  std::unordered_map<std::string, IntervalCounts> deltas;
   for (const BreakerSample& s : samples) {
-    auto [key, group] = KeyAndGroup(s.name);
-    auto it = breakers_.try_emplace(s.name).first;
+    BreakerEntry& be = breakers_[s.name];
+    if (be.key == nullptr) {
+      auto [key, group] = KeyAndGroup(s.name);
+      KeyEntry& k = keys_[key];
+      if (k.group == nullptr) {
+        k.ring.buckets.resize(options_.window);
+        k.group = &groups_[group];
+        k.group->keys.push_back(key);
+      }
+      be.key = &k;
+      be.suffix = s.name.size() > key.size() ? s.name.substr(key.size() + 1) : "breaker";
+    }
     // A breaker made since the last tick has all its calls in this interval
     // (the gateway ticks from its start: the first tick's totals are new too).
-    const IntervalCounts d = Delta(s.totals, it->second.last);
-    it->second.last = s.totals;
-    it->second.seen = true;
-    KeyEntry& k = keys_[key];
-    if (k.ring.buckets.empty()) {
-      k.ring.buckets.resize(options_.window);
-      k.group = group;
-      groups_[group].keys.push_back(key);
-    }
+    const IntervalCounts d = Delta(s.totals, be.last);
+    be.last = s.totals;
+    be.seen = true;
+    KeyEntry& k = *be.key;
     k.seen = true;
-    const std::string_view suffix =
-        s.name.size() > key.size() ? std::string_view(s.name).substr(key.size() + 1) : "";
-    k.states.emplace_back(suffix.empty() ? "breaker" : std::string(suffix), s.state);
+    k.states.emplace_back(be.suffix, s.state);
     k.failure_rate = std::max<double>(k.failure_rate, s.failure_rate);
-    IntervalCounts& acc = deltas[key];
+    IntervalCounts& acc = k.pending;
     if (d.calls >= acc.calls) acc.call_time = d.call_time;
     acc.calls = std::max(acc.calls, d.calls);
     acc.failures = std::max(acc.failures, d.failures);
@@ -208,22 +210,21 @@ void DashboardStats::Tick(TimePoint now, const std::vector<BreakerSample>& sampl
   }
   for (auto& [key, n] : stale) {
     auto it = keys_.find(key);
-    if (it != keys_.end()) deltas[key].stale += n;
+    if (it != keys_.end()) it->second.pending.stale += n;
   }
 
   for (auto& [name, g] : groups_) {
     if (g.ring.buckets.empty()) g.ring.buckets.resize(options_.buckets);
     g.ring.Advance(bucket);
   }
-  for (auto& [key, d] : deltas) {
-    KeyEntry& k = keys_[key];
+  const auto slot = static_cast<std::size_t>(bucket);
+  for (auto& [key, k] : keys_) {
     k.ring.Advance(bucket);
-    const auto slot = static_cast<std::size_t>(bucket);
-    k.ring.buckets[slot % k.ring.buckets.size()].Add(d);
-    GroupEntry& g = groups_[k.group];
-    g.ring.buckets[slot % g.ring.buckets.size()].Add(d);
+    if (k.pending.empty() && k.pending.failures == 0) continue;
+    k.ring.buckets[slot % k.ring.buckets.size()].Add(k.pending);
+    k.group->ring.buckets[slot % k.group->ring.buckets.size()].Add(k.pending);
+    k.pending = {};
   }
-  for (auto& [key, k] : keys_) k.ring.Advance(bucket);
 
   // Breakers the registry dropped: forgotten, as are their keys; a group
   // goes once its ring is empty.

@@ -204,21 +204,29 @@ class DashboardStats {
     void Advance(std::int64_t bucket);
     IntervalCounts Sum(std::size_t last) const;
   };
-  struct BreakerEntry {
-    CircuitBreakerTotals last;
-    bool seen = false;
-  };
-  struct KeyEntry {
-    Ring ring;
-    std::string group;
-    // This tick's breakers of the key: name suffix -> state.
-    std::vector<std::pair<std::string, State>> states;
-    double failure_rate = -1;
-    bool seen = false;
-  };
   struct GroupEntry {
     Ring ring;
     std::vector<std::string> keys;
+  };
+  struct KeyEntry {
+    Ring ring;
+    // Its entry in groups_ (a std::map: the address is stable).
+    GroupEntry* group = nullptr;
+    // This tick's breakers of the key: name suffix -> state.
+    std::vector<std::pair<std::string, State>> states;
+    double failure_rate = -1;
+    // This tick's counts, folded into the rings once all breakers are read.
+    IntervalCounts pending;
+    bool seen = false;
+  };
+  struct BreakerEntry {
+    CircuitBreakerTotals last;
+    // Parsed once, when the breaker is first seen. The key entry lives as
+    // long as the breaker is read (a key goes only when all its breakers
+    // went); unordered_map nodes keep their address on rehash.
+    KeyEntry* key = nullptr;
+    std::string suffix;
+    bool seen = false;
   };
 
   std::int64_t BucketOf(TimePoint now) const;

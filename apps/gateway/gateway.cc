@@ -862,29 +862,41 @@ struct Gateway::Impl {
   // Once a second: the breakers' counts into the dashboard's rings (always,
   // so that a page opened mid-incident has the last minutes), then, while a
   // dashboard is open, one render per filter in use, sent as deltas, and
-  // the snapshot when it changed.
+  // the snapshot when it changed. On a worker, one tick at a time: with
+  // 10,000 circuits a tick is about 20 ms of CPU (docs/performance.md), too
+  // long to hold the loop that accepts.
   void Tick() {
     ticker.expires_after(std::chrono::seconds(1));
     ticker.async_wait([this](beast::error_code ec) {
       if (ec || table->draining.load()) return;
-      dashboard_stats.Tick(clock->Now(), SampleBreakers(*registry));
-      if (dashboard_streams->size() > 0) {
-        RefreshFleet();
-        for (auto& [channel, event] : dashboard_streams->Publish(*dashboard_stats.frame())) {
-          auto name = std::make_shared<const std::string>(channel);
-          for (const std::shared_ptr<Session>& s : table->All()) {
-            if (s->is_sse()) s->SendEvent(event, name);
-          }
-        }
-        std::string snapshot = SnapshotEvent(ctx);
-        if (snapshot != last_snapshot) {
-          Broadcast(snapshot);
-          last_snapshot = std::move(snapshot);
-        }
+      if (!dashboard_ticking.exchange(true)) {
+        asio::post(*workers, [this] {
+          DashboardTick();
+          dashboard_ticking.store(false);
+        });
       }
       Tick();
     });
   }
+  void DashboardTick() {
+    if (table->draining.load()) return;
+    dashboard_stats.Tick(clock->Now(), SampleBreakers(*registry));
+    if (dashboard_streams->size() == 0) return;
+    RefreshFleet();
+    for (auto& [channel, event] : dashboard_streams->Publish(*dashboard_stats.frame())) {
+      auto name = std::make_shared<const std::string>(channel);
+      for (const std::shared_ptr<Session>& s : table->All()) {
+        if (s->is_sse()) s->SendEvent(event, name);
+      }
+    }
+    std::string snapshot = SnapshotEvent(ctx);
+    if (snapshot != last_snapshot) {
+      Broadcast(snapshot);
+      last_snapshot = std::move(snapshot);
+    }
+  }
+  // Set while a DashboardTick() is queued or runs; last_snapshot is its own.
+  std::atomic<bool> dashboard_ticking{false};
 
   // The dashboard's view of the fleet: read from Redis on a worker (it may
   // block for Handler::kFleetBudget), never on this loop, one read at a time;

@@ -227,7 +227,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void SendEvent(std::shared_ptr<const std::string> event,
                  std::shared_ptr<const std::string> channel = nullptr) {
     asio::dispatch(stream_.get_executor(), [self = shared_from_this(), event = std::move(event),
-                                            channel = std::move(channel)] {
+                                            channel = std::move(channel)]() mutable {
       if (self->phase_ != Phase::kSse) return;
       if (channel != nullptr && *channel != self->channel_) return;
       // A client that does not keep up is dropped rather than buffered for.

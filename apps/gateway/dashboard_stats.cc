@@ -501,6 +501,7 @@ std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> Dashboar
       reordered = reordered || i >= c.rows.size() || c.rows[i].first != rows[i].first;
     }
     std::vector<std::string> removed;
+    removed.reserve(before.size());
     for (const auto& [group, row] : before) removed.emplace_back(group);
     if (changed.empty() && removed.empty() && !reordered) continue;
     // Event() reads the new rows' order from the channel: swap them in first,

@@ -30,8 +30,11 @@ namespace fusebox::gateway {
 class DashboardFeed final : public BreakerObserver {
  public:
   // `clock` times retry_in_ms; `on_transition` receives each transition as a
-  // JSON object, on the thread that caused it (keep it short: it posts).
-  DashboardFeed(Clock& clock, std::function<void(const std::string& json)> on_transition);
+  // JSON object, and `on_event` (if set) the event itself (the groups'
+  // timelines, DashboardStats::OnTransition), on the thread that caused it
+  // (keep them short).
+  DashboardFeed(Clock& clock, std::function<void(const std::string& json)> on_transition,
+                std::function<void(const TransitionEvent&)> on_event = nullptr);
   ~DashboardFeed() override;
 
   void Attach(CircuitBreaker& breaker) override;
@@ -46,6 +49,7 @@ class DashboardFeed final : public BreakerObserver {
   struct Core {
     Clock* clock;
     std::function<void(const std::string&)> on_transition;
+    std::function<void(const TransitionEvent&)> on_event;
     mutable internal::Mutex mu;
     std::deque<std::string> recent FUSEBOX_GUARDED_BY(mu);
     std::uint64_t seq FUSEBOX_GUARDED_BY(mu) = 0;

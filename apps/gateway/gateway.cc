@@ -46,6 +46,7 @@
 #include <utility>
 
 #include "apps/gateway/dashboard.h"
+#include "apps/gateway/dashboard_stats.h"
 #include "apps/gateway/fleet_watch.h"
 #include "apps/gateway/handler.h"
 #include "apps/gateway/tls_client.h"
@@ -144,6 +145,10 @@ struct ServerContext {
   const GatewayConfig* config = nullptr;
   Handler* handler = nullptr;
   DashboardFeed* feed = nullptr;
+  // The dashboard's groups: the last frame, and the streams by filter.
+  DashboardStats* stats = nullptr;
+  // Shared: a session destroyed late (see SessionTable) still unsubscribes.
+  std::shared_ptr<DashboardStreams> streams;
   asio::thread_pool* workers = nullptr;
   std::shared_ptr<SessionTable> table;
   std::string instance;
@@ -160,7 +165,6 @@ std::string SnapshotEvent(const ServerContext& ctx) {
   return "event: snapshot\ndata: {\"instance\":" +
          nlohmann::json(ctx.instance)
              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-         ",\"circuits\":" + ctx.handler->CircuitsJson() +
          ",\"transitions\":" + ctx.feed->RecentJson() + ",\"insecure_upstreams\":" +
          nlohmann::json(InsecureUpstreams(*ctx.config))
              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
@@ -190,11 +194,15 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(Stream::socket_type socket, ServerContext& ctx, std::size_t loop)
       : ctx_(ctx),
         table_(ctx.table),
+        streams_(ctx.streams),
         loop_(loop),
         stream_(std::move(socket)),
         timer_(stream_.get_executor()) {}
 
-  ~Session() { table_->Remove(id_); }
+  ~Session() {
+    if (subscription_ != 0) streams_->Unsubscribe(subscription_);
+    table_->Remove(id_);
+  }
 
   void Start() {
     id_ = table_->Add(weak_from_this());
@@ -214,10 +222,14 @@ class Session : public std::enable_shared_from_this<Session> {
     asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Close(); });
   }
 
-  // Queues one server-sent event (a no-op unless this is an SSE stream).
-  void SendEvent(std::shared_ptr<const std::string> event) {
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this(), event = std::move(event)] {
+  // Queues one server-sent event (a no-op unless this is an SSE stream, and
+  // unless its filter's channel is `channel` when that is set).
+  void SendEvent(std::shared_ptr<const std::string> event,
+                 std::shared_ptr<const std::string> channel = nullptr) {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this(), event = std::move(event),
+                                            channel = std::move(channel)]() mutable {
       if (self->phase_ != Phase::kSse) return;
+      if (channel != nullptr && *channel != self->channel_) return;
       // A client that does not keep up is dropped rather than buffered for.
       if (self->sse_queue_.size() >= 64) {
         self->Close();
@@ -409,8 +421,22 @@ class Session : public std::enable_shared_from_this<Session> {
       return WriteResponse(std::move(r), keep_alive);
     }
     if (path == "/dashboard/events" && request.method == "GET") {
+      const std::size_t q = request.target.find('?');
+      Result<DashboardStreams::Subscription> sub = streams_->Subscribe(
+          q == std::string::npos ? std::string_view()
+                                 : std::string_view(request.target).substr(q + 1),
+          *ctx_.stats->frame());
+      if (!sub) {
+        const bool full = sub.error().code() == StatusCode::kUnavailable;
+        HttpResponse r = ErrorResponse(full ? 503 : 400, full ? "TOO_MANY_STREAMS" : "BAD_REQUEST",
+                                       sub.error().message());
+        if (full) r.headers.emplace_back("Retry-After", "10");
+        return WriteResponse(std::move(r), keep_alive);
+      }
+      subscription_ = sub->id;
+      channel_ = std::move(sub->channel);
       DisarmTimer();
-      return StartSse();
+      return StartSse(std::move(sub->first_event));
     }
     Dispatch(std::move(request), keep_alive);
   }
@@ -567,7 +593,7 @@ class Session : public std::enable_shared_from_this<Session> {
                       });
   }
 
-  void StartSse() {
+  void StartSse(std::string first_groups) {
     phase_ = Phase::kSse;
     sse_.store(true, std::memory_order_relaxed);
     static const std::string kHead =
@@ -575,6 +601,7 @@ class Session : public std::enable_shared_from_this<Session> {
         "Connection: keep-alive\r\nServer: fusebox-gateway\r\n\r\n";
     sse_queue_.push_back(std::make_shared<const std::string>(kHead));
     sse_queue_.push_back(std::make_shared<const std::string>(SnapshotEvent(ctx_)));
+    sse_queue_.push_back(std::make_shared<const std::string>(std::move(first_groups)));
     WriteNextEvent();
     // Reads (and drops) whatever the client sends, to notice it leaving.
     ReadUntilClosed();
@@ -604,6 +631,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (phase_ == Phase::kClosed) return;
     phase_ = Phase::kClosed;
     sse_.store(false, std::memory_order_relaxed);
+    if (subscription_ != 0) streams_->Unsubscribe(std::exchange(subscription_, 0));
     DisarmTimer();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -613,6 +641,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   ServerContext& ctx_;
   const std::shared_ptr<SessionTable> table_;
+  const std::shared_ptr<DashboardStreams> streams_;
   const std::size_t loop_;
   Stream stream_;
   Timer timer_;
@@ -629,6 +658,9 @@ class Session : public std::enable_shared_from_this<Session> {
   Phase phase_ = Phase::kIdle;
   std::atomic<bool> sse_{false};
   std::deque<std::shared_ptr<const std::string>> sse_queue_;
+  // The dashboard stream's subscription (0: none) and its filter's channel.
+  std::uint64_t subscription_ = 0;
+  std::string channel_;
   std::uint64_t id_ = 0;
 };
 
@@ -681,6 +713,11 @@ struct Gateway::Impl {
   std::shared_ptr<MetricsCollector> metrics;
   std::shared_ptr<AuditLog> audit;
   std::shared_ptr<DashboardFeed> feed;
+  DashboardStats dashboard_stats{{}};
+  std::shared_ptr<DashboardStreams> dashboard_streams =
+      std::make_shared<DashboardStreams>(kMaxDashboardStreams);
+  // The last snapshot event sent: a new one goes out only when it differs.
+  std::string last_snapshot;
   std::unique_ptr<Registry> registry;
   std::unique_ptr<Handler> handler;
   std::unique_ptr<asio::thread_pool> workers;
@@ -822,19 +859,44 @@ struct Gateway::Impl {
     }
   }
 
+  // Once a second: the breakers' counts into the dashboard's rings (always,
+  // so that a page opened mid-incident has the last minutes), then, while a
+  // dashboard is open, one render per filter in use, sent as deltas, and
+  // the snapshot when it changed. On a worker, one tick at a time: with
+  // 10,000 circuits a tick is about 20 ms of CPU (docs/performance.md), too
+  // long to hold the loop that accepts.
   void Tick() {
     ticker.expires_after(std::chrono::seconds(1));
     ticker.async_wait([this](beast::error_code ec) {
       if (ec || table->draining.load()) return;
-      bool any = false;
-      for (const std::shared_ptr<Session>& s : table->All()) any = any || s->is_sse();
-      if (any) {
-        RefreshFleet();
-        Broadcast(SnapshotEvent(ctx));
+      if (!dashboard_ticking.exchange(true)) {
+        asio::post(*workers, [this] {
+          DashboardTick();
+          dashboard_ticking.store(false);
+        });
       }
       Tick();
     });
   }
+  void DashboardTick() {
+    if (table->draining.load()) return;
+    dashboard_stats.Tick(clock->Now(), SampleBreakers(*registry));
+    if (dashboard_streams->size() == 0) return;
+    RefreshFleet();
+    for (auto& [channel, event] : dashboard_streams->Publish(*dashboard_stats.frame())) {
+      auto name = std::make_shared<const std::string>(channel);
+      for (const std::shared_ptr<Session>& s : table->All()) {
+        if (s->is_sse()) s->SendEvent(event, name);
+      }
+    }
+    std::string snapshot = SnapshotEvent(ctx);
+    if (snapshot != last_snapshot) {
+      Broadcast(snapshot);
+      last_snapshot = std::move(snapshot);
+    }
+  }
+  // Set while a DashboardTick() is queued or runs; last_snapshot is its own.
+  std::atomic<bool> dashboard_ticking{false};
 
   // The dashboard's view of the fleet: read from Redis on a worker (it may
   // block for Handler::kFleetBudget), never on this loop, one read at a time;
@@ -1136,10 +1198,13 @@ Status Gateway::Impl::MakeRegistry(const FleetLink& fleet) {
                         .sampling_interval = std::chrono::minutes(1)});
   if (!transitions) return transitions.error();
   observers.push_back(std::shared_ptr<EventLog>(std::move(*transitions)));
-  feed = std::make_shared<DashboardFeed>(*clock, [this](const std::string& json) {
-    auto event = std::make_shared<std::string>("event: transition\ndata: " + json + "\n\n");
-    asio::post(ioc, [this, event] { Broadcast(*event); });
-  });
+  feed = std::make_shared<DashboardFeed>(
+      *clock,
+      [this](const std::string& json) {
+        auto event = std::make_shared<std::string>("event: transition\ndata: " + json + "\n\n");
+        asio::post(ioc, [this, event] { Broadcast(*event); });
+      },
+      [this](const TransitionEvent& e) { dashboard_stats.OnTransition(e); });
   observers.push_back(feed);
 
   RegistryOptions registry_options{.clock = clock,
@@ -1244,11 +1309,14 @@ void Gateway::Impl::MakeHandler(const FleetLink& fleet,
                     .loops = loops,
                     .on_internal_error = [this](std::string_view what) { InternalError(what); },
                     .fleet = fleet.list,
-                    .more_metrics = [this](std::string& out) { AppendMetrics(out); }});
+                    .more_metrics = [this](std::string& out) { AppendMetrics(out); },
+                    .on_stale = [this](std::string_view key) { dashboard_stats.CountStale(key); }});
   workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(config.workers));
   ctx = ServerContext{.config = &config,
                       .handler = handler.get(),
                       .feed = feed.get(),
+                      .stats = &dashboard_stats,
+                      .streams = dashboard_streams,
                       .workers = workers.get(),
                       .table = table,
                       .instance = instance,

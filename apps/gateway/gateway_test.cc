@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "apps/gateway/config.h"
+#include "apps/gateway/dashboard_stats.h"
 #include "apps/gateway/fake_upstream.h"
 #include "apps/gateway/handler.h"
 #include "apps/gateway/http_client.h"
@@ -715,8 +716,8 @@ TEST_F(GatewayTest, DashboardIsSelfContained) {
   HttpReply page = Get("/dashboard");
   EXPECT_EQ(page.status, 200);
   EXPECT_THAT(page.Header("Content-Type"), HasSubstr("text/html"));
-  EXPECT_THAT(page.body, HasSubstr("id=\"circuits\""));
-  EXPECT_THAT(page.body, HasSubstr("EventSource(\"/dashboard/events\")"));
+  EXPECT_THAT(page.body, HasSubstr("id=\"groups\""));
+  EXPECT_THAT(page.body, HasSubstr("EventSource(\"/dashboard/events\""));
   EXPECT_THAT(page.body, Not(HasSubstr("http://")));
   EXPECT_THAT(page.body, Not(HasSubstr("https://")));
 }
@@ -773,6 +774,31 @@ TEST_F(GatewayTest, DashboardEventsStreamASnapshotThenTransitions) {
     ++transitions;
   }
   EXPECT_EQ(transitions, 2);
+}
+
+// The page's cost is bounded: kMaxDashboardStreams streams at most; one more
+// is a 503 naming why, and a closed stream frees its slot.
+TEST_F(GatewayTest, DashboardStreamsBeyondTheCapAreRefused) {
+  std::vector<std::unique_ptr<RawConnection>> open;
+  for (std::size_t i = 0; i < kMaxDashboardStreams; ++i) {
+    open.push_back(std::make_unique<RawConnection>(address_));
+    open.back()->Send("GET /dashboard/events?top=3 HTTP/1.1\r\nHost: x\r\n\r\n");
+    ASSERT_THAT(open.back()->ReadUntil("\r\n\r\n"), HasSubstr("200 OK")) << "stream " << i;
+  }
+  HttpReply refused = Get("/dashboard/events");
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_THAT(refused.body, HasSubstr("TOO_MANY_STREAMS"));
+  EXPECT_THAT(refused.body, HasSubstr("at most 16"));
+  EXPECT_EQ(Get("/dashboard/events?top=x").status, 400) << "a bad filter is named first";
+  open.pop_back();
+  // The gateway sees the close on its own time: a bounded poll.
+  bool reopened = false;
+  for (int i = 0; i < 200 && !reopened; ++i) {
+    RawConnection again(address_);
+    again.Send("GET /dashboard/events HTTP/1.1\r\nHost: x\r\n\r\n");
+    reopened = again.ReadUntil("\r\n").find("200 OK") != std::string::npos;
+  }
+  EXPECT_TRUE(reopened);
 }
 
 // --- Promises of docs/gateway.md and docs/configuration.md, one per test -----

@@ -584,6 +584,7 @@ HttpResponse Handler::Failed(CompiledRoute& route, std::string_view key, const F
     const Duration age = snap->age + waited;
     if (age <= cache->max_stale) {
       Count(route, kStale);
+      if (deps_.on_stale) deps_.on_stale(key);
       const AgeAndTtl at = SnapshotAgeAndTtl(age, cache->fresh_for);
       const seconds age_s = at.age;
       const std::string ttl = std::to_string(at.ttl);

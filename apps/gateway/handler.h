@@ -151,6 +151,9 @@ class Handler {
     // Appends the server's own families (the accept loop's) to /metrics.
     // Null: none.
     std::function<void(std::string& out)> more_metrics = nullptr;
+    // Told of each stale answer (stale-if-error served), with its circuit
+    // key: the dashboard's stale counts. Null: nothing.
+    std::function<void(std::string_view key)> on_stale = nullptr;
   };
 
   explicit Handler(Deps deps);

@@ -20,7 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "apps/gateway/config.h"
+#include "apps/gateway/dashboard_stats.h"
 #include "apps/gateway/fake_upstream.h"
 #include "apps/gateway/gateway.h"
 #include "apps/gateway/http_client.h"
@@ -204,24 +207,129 @@ std::string WaitFor(const std::string& selector, int limit_ms = 20000) {
                    limit_ms);
 }
 
-TEST(DashboardChromiumTest, RendersTheCircuitsAndShowsOneOpeningLive) {
-  ASSERT_TRUE(std::filesystem::exists(FUSEBOX_CHROMIUM))
-      << "Chromium not found at \"" << FUSEBOX_CHROMIUM
-      << "\": run `make deps`, which installs Debian's chromium";
+// One page of a headless Chromium at `url`, loaded, with a Runtime to
+// evaluate in. Not thread-safe.
+class Page {
+ public:
+  // Fails the test (and leaves chromium() null) when Chromium cannot start.
+  explicit Page(const std::string& url)
+      : profile_((std::filesystem::temp_directory_path() /
+                  ("fusebox-dash-" + std::to_string(getpid()) + "-" + std::to_string(++count_)))
+                     .string()) {
+    chromium_ = Chromium::Launch(FUSEBOX_CHROMIUM, profile_);
+    if (chromium_ == nullptr) {
+      ADD_FAILURE() << "cannot start " << FUSEBOX_CHROMIUM;
+      return;
+    }
+    Json r;
+    bool ok = chromium_->Send("Target.createTarget", {{"url", "about:blank"}}, "", r);
+    EXPECT_TRUE(ok) << r.dump();
+    const std::string target = ok ? r["targetId"].get<std::string>() : "";
+    ok = ok &&
+         chromium_->Send("Target.attachToTarget", {{"targetId", target}, {"flatten", true}}, "", r);
+    EXPECT_TRUE(ok) << r.dump();
+    session_ = ok ? r["sessionId"].get<std::string>() : "";
+    EXPECT_TRUE(chromium_->Send("Runtime.enable", Json::object(), session_, r));
+    EXPECT_TRUE(chromium_->Send("Page.enable", Json::object(), session_, r));
+    // Navigate, then wait for the load event: evaluating earlier would run
+    // in about:blank, or in a context the navigation destroys.
+    EXPECT_TRUE(chromium_->Send("Page.navigate", {{"url", url}}, session_, r)) << r.dump();
+    EXPECT_FALSE(r.contains("errorText")) << r.dump();
+    EXPECT_TRUE(chromium_->WaitEvent("Page.loadEventFired", session_));
+  }
 
-  auto upstream = FakeUpstream::Start(
-      {.routes = {{"GET", "/v19.0/*/comments", {{.body = R"({"data":[]})"}}},
-                  {"GET",
-                   "/v19.0/*",
-                   {{.status = 429,
-                     .headers = {{"Retry-After", "600"}},
-                     .body = R"({"error":{"message":"(#4) Application request limit reached",)"
-                             R"("type":"OAuthException","code":4}})"}}}}});
-  ASSERT_TRUE(upstream.has_value()) << upstream.error().message();
+  ~Page() {
+    chromium_.reset();
+    std::error_code ignored;
+    std::filesystem::remove_all(profile_, ignored);
+    std::filesystem::remove(profile_ + ".log", ignored);
+  }
+
+  Chromium* chromium() { return chromium_.get(); }
+
+  // The value of `expression` (awaited when a Promise) as a string.
+  std::string Evaluate(const std::string& expression) {
+    Json r;
+    EXPECT_TRUE(chromium_->Send(
+        "Runtime.evaluate",
+        {{"expression", expression}, {"awaitPromise", true}, {"returnByValue", true}}, session_, r))
+        << r.dump();
+    if (r.contains("exceptionDetails")) return "exception: " + r["exceptionDetails"].dump();
+    return r["result"].value("value", Json()).is_string() ? r["result"]["value"].get<std::string>()
+                                                          : r.dump();
+  }
+
+  // A PNG of the page as it is, 1200 px wide, into `path` (a test artifact).
+  void Screenshot(const std::string& path) {
+    Json r;
+    EXPECT_TRUE(chromium_->Send(
+        "Emulation.setDeviceMetricsOverride",
+        {{"width", 1200}, {"height", 800}, {"deviceScaleFactor", 1}, {"mobile", false}}, session_,
+        r))
+        << r.dump();
+    ASSERT_TRUE(chromium_->Send("Page.captureScreenshot",
+                                {{"format", "png"}, {"captureBeyondViewport", true}}, session_, r))
+        << r.dump();
+    std::ofstream(path, std::ios::binary) << Base64Decode(r["data"].get<std::string>());
+  }
+
+  // Light or dark (prefers-color-scheme) from now on.
+  void ColorScheme(const std::string& scheme) {
+    Json r;
+    EXPECT_TRUE(chromium_->Send(
+        "Emulation.setEmulatedMedia",
+        {{"features", Json::array({{{"name", "prefers-color-scheme"}, {"value", scheme}}})}},
+        session_, r))
+        << r.dump();
+  }
+
+  // No script error and no console message so far.
+  void ExpectQuietConsole() {
+    EXPECT_TRUE(chromium_->Events("Runtime.exceptionThrown").empty())
+        << chromium_->Events("Runtime.exceptionThrown")[0].dump();
+    for (const Json& e : chromium_->Events("Runtime.consoleAPICalled")) {
+      ADD_FAILURE() << "console message: " << e.dump();
+    }
+  }
+
+ private:
+  static std::string Base64Decode(const std::string& in) {
+    std::string out;
+    int bits = 0;
+    unsigned value = 0;
+    for (char c : in) {
+      const char* at =
+          std::strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", c);
+      if (c == '=' || c == '\0' || at == nullptr) continue;
+      value = (value << 6) |
+              static_cast<unsigned>(
+                  at - "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        out += static_cast<char>((value >> bits) & 0xff);
+      }
+    }
+    return out;
+  }
+
+  static inline int count_ = 0;
+  const std::string profile_;
+  std::unique_ptr<Chromium> chromium_;
+  std::string session_;
+};
+
+// The gateway of these tests: the fake Graph API behind two routes
+// (comments and media of an account), admin API on with token "s3cret".
+std::unique_ptr<Gateway> StartGateway(FakeUpstream& upstream, testing::ManualClock& clock,
+                                      std::ostringstream& log, const std::string& audit_path) {
   const std::string yaml =
-      "listen: 127.0.0.1:0\ninstance: gw-dash\nupstreams:\n"
+      "listen: 127.0.0.1:0\ninstance: gw-dash\n"
+      "admin:\n  token_env: GW_DASH_TOKEN\n  audit_log: " +
+      audit_path +
+      "\nupstreams:\n"
       "  - name: graph\n    base_url: " +
-      (*upstream)->url() +
+      upstream.url() +
       "/v19.0\n"
       "routes:\n"
       "  - name: comments\n    method: GET\n"
@@ -235,84 +343,196 @@ TEST(DashboardChromiumTest, RendersTheCircuitsAndShowsOneOpeningLive) {
       "    workload: read\n    provider: \"{provider}\"\n    subject: \"{account}\"\n"
       "    classifier: meta\n";
   Result<GatewayConfig> config =
-      ParseGatewayConfig(yaml, "dashboard.yaml", [](std::string_view) { return std::nullopt; });
-  ASSERT_TRUE(config.has_value()) << config.error().message();
-  testing::ManualClock clock;
-  std::ostringstream log;
+      ParseGatewayConfig(yaml, "dashboard.yaml", [](std::string_view name) {
+        return name == "GW_DASH_TOKEN" ? std::optional<std::string>("s3cret") : std::nullopt;
+      });
+  EXPECT_TRUE(config.has_value()) << config.error().message();
+  if (!config) return nullptr;
   auto gw = Gateway::Create({.config = std::move(*config), .clock = &clock, .log = &log});
-  ASSERT_TRUE(gw.has_value()) << gw.error().message();
+  EXPECT_TRUE(gw.has_value()) << gw.error().message();
+  return gw ? std::move(*gw) : nullptr;
+}
+
+// The build directory's artifacts folder (screenshots).
+std::string Artifact(const std::string& name) {
+  std::filesystem::create_directories(FUSEBOX_ARTIFACT_DIR);
+  return std::string(FUSEBOX_ARTIFACT_DIR) + "/" + name;
+}
+
+class DashboardChromiumTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(FUSEBOX_CHROMIUM))
+        << "Chromium not found at \"" << FUSEBOX_CHROMIUM
+        << "\": run `make deps`, which installs Debian's chromium";
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove(audit_path_, ignored);
+  }
+  testing::ManualClock clock_;
+  std::ostringstream log_;
+  const std::string audit_path_ =
+      (std::filesystem::temp_directory_path() / ("fusebox-dash-audit-" + std::to_string(getpid())))
+          .string();
+};
+
+TEST_F(DashboardChromiumTest, RendersTheKeysAndShowsOneOpeningLive) {
+  auto upstream = FakeUpstream::Start(
+      {.routes = {{"GET", "/v19.0/*/comments", {{.body = R"({"data":[]})"}}},
+                  {"GET",
+                   "/v19.0/*",
+                   {{.status = 429,
+                     .headers = {{"Retry-After", "600"}},
+                     .body = R"({"error":{"message":"(#4) Application request limit reached",)"
+                             R"("type":"OAuthException","code":4}})"}}}}});
+  ASSERT_TRUE(upstream.has_value()) << upstream.error().message();
+  std::unique_ptr<Gateway> gw = StartGateway(**upstream, clock_, log_, audit_path_);
+  ASSERT_NE(gw, nullptr);
 
   // A healthy call creates account 178's circuits, both closed.
-  ASSERT_EQ(HttpFetch((*gw)->address(), "GET", "/v1/instagram/accounts/178/comments")->status, 200);
+  ASSERT_EQ(HttpFetch(gw->address(), "GET", "/v1/instagram/accounts/178/comments")->status, 200);
 
-  const std::string profile =
-      (std::filesystem::temp_directory_path() / ("fusebox-dash-" + std::to_string(getpid())))
-          .string();
-  auto chromium = Chromium::Launch(FUSEBOX_CHROMIUM, profile);
-  ASSERT_NE(chromium, nullptr) << "cannot start " << FUSEBOX_CHROMIUM;
-  Json result;
-  ASSERT_TRUE(chromium->Send("Target.createTarget", {{"url", "about:blank"}}, "", result))
-      << result.dump();
-  const std::string target = result["targetId"];
-  ASSERT_TRUE(chromium->Send("Target.attachToTarget", {{"targetId", target}, {"flatten", true}}, "",
-                             result))
-      << result.dump();
-  const std::string session = result["sessionId"];
-  ASSERT_TRUE(chromium->Send("Runtime.enable", Json::object(), session, result));
-  ASSERT_TRUE(chromium->Send("Page.enable", Json::object(), session, result));
-  // Navigate, then wait for the load event: evaluating earlier would run in
-  // about:blank, or in a context the navigation destroys.
-  ASSERT_TRUE(chromium->Send(
-      "Page.navigate", {{"url", "http://" + (*gw)->address() + "/dashboard"}}, session, result))
-      << result.dump();
-  ASSERT_FALSE(result.contains("errorText")) << result.dump();
-  ASSERT_TRUE(chromium->WaitEvent("Page.loadEventFired", session));
-
-  auto evaluate = [&](const std::string& expression) -> std::string {
-    Json r;
-    EXPECT_TRUE(chromium->Send(
-        "Runtime.evaluate",
-        {{"expression", expression}, {"awaitPromise", true}, {"returnByValue", true}}, session, r))
-        << r.dump();
-    if (r.contains("exceptionDetails")) return "exception: " + r["exceptionDetails"].dump();
-    return r["result"].value("value", Json()).is_string() ? r["result"]["value"].get<std::string>()
-                                                          : r.dump();
-  };
-
-  const std::string quota = "provider:instagram:read:178:quota";
-  const std::string transient = "provider:instagram:read:178:transient";
-  // Rendered: the instance, a live stream, both breakers closed.
-  EXPECT_THAT(evaluate(WaitFor("#connection[data-state=\"live\"]")), HasSubstr("live"));
-  EXPECT_EQ(evaluate(WaitUntil("(document.querySelector('#instance') || {}).textContent")),
+  Page page("http://" + gw->address() + "/dashboard");
+  ASSERT_NE(page.chromium(), nullptr);
+  const std::string key = "provider:instagram:read:178";
+  // Rendered: the instance, a live stream, the key closed in its group.
+  EXPECT_THAT(page.Evaluate(WaitFor("#connection[data-state=\"live\"]")), HasSubstr("live"));
+  EXPECT_EQ(page.Evaluate(WaitUntil("(document.querySelector('#instance') || {}).textContent")),
             "gw-dash");
-  for (const std::string& name : {quota, transient}) {
-    const std::string row =
-        evaluate(WaitFor("tr.circuit[data-name=\"" + name + "\"][data-state=\"closed\"]"));
-    EXPECT_THAT(row, HasSubstr("state-closed")) << row;
-  }
+  const std::string row =
+      page.Evaluate(WaitFor(".group[data-group=\"instagram:read\"] tr.key[data-name=\"" + key +
+                            "\"][data-state=\"closed\"]"));
+  EXPECT_THAT(row, HasSubstr("quota=closed transient=closed")) << row;
 
-  // Meta says stop: the quota circuit opens, and the open page shows it.
-  HttpReply limited = *HttpFetch((*gw)->address(), "GET", "/v1/instagram/accounts/178");
+  // Meta says stop: the quota circuit opens, and the open page shows the
+  // key and its group OPEN, with the transition in the group's timeline.
+  HttpReply limited = *HttpFetch(gw->address(), "GET", "/v1/instagram/accounts/178");
   ASSERT_EQ(limited.status, 429) << limited.body;
   const std::string open_row =
-      evaluate(WaitFor("tr.circuit[data-name=\"" + quota + "\"][data-state=\"open\"]"));
-  EXPECT_THAT(open_row, HasSubstr("state-open")) << open_row;
-  EXPECT_THAT(evaluate(WaitFor("#transitions li.transition[data-to=\"open\"]")), HasSubstr(quota));
-  // The transient circuit is another breaker: still closed.
-  EXPECT_EQ(evaluate("document.querySelector('tr.circuit[data-name=\"" + transient +
-                     "\"]').dataset.state"),
-            "closed");
+      page.Evaluate(WaitFor("tr.key[data-name=\"" + key + "\"][data-state=\"open\"]"));
+  EXPECT_THAT(open_row, HasSubstr("quota=open")) << open_row;
+  EXPECT_THAT(open_row, HasSubstr("transient=closed")) << "another breaker: still closed";
+  EXPECT_THAT(page.Evaluate(WaitFor(".group[data-group=\"instagram:read\"][data-health=\"open\"] "
+                                    "li.transition-entry[data-to=\"open\"]")),
+              HasSubstr("retry_after_hint"));
+  EXPECT_THAT(page.Evaluate(WaitFor("#transitions li.transition[data-to=\"open\"]")),
+              HasSubstr(key + ":quota"));
+  page.ExpectQuietConsole();
+  gw->Shutdown();
+}
 
-  EXPECT_TRUE(chromium->Events("Runtime.exceptionThrown").empty())
-      << chromium->Events("Runtime.exceptionThrown")[0].dump();
-  for (const Json& e : chromium->Events("Runtime.consoleAPICalled")) {
-    ADD_FAILURE() << "console message: " << e.dump();
+// Real traffic through the gateway (healthy, failing, and an account id
+// made to look like HTML), then what an operator does during an incident:
+// find the failing group, filter, and force a circuit open from the page.
+TEST_F(DashboardChromiumTest, GroupsRatesFilterEscapingAndAnOperatorAction) {
+  auto upstream =
+      FakeUpstream::Start({.routes = {{"GET", "/v19.0/*/comments", {{.body = R"({"data":[]})"}}},
+                                      {"GET", "/v19.0/*", {{.status = 503}}}}});
+  ASSERT_TRUE(upstream.has_value()) << upstream.error().message();
+  std::unique_ptr<Gateway> gw = StartGateway(**upstream, clock_, log_, audit_path_);
+  ASSERT_NE(gw, nullptr);
+  Page page("http://" + gw->address() + "/dashboard");
+  ASSERT_NE(page.chromium(), nullptr);
+  EXPECT_THAT(page.Evaluate(WaitFor("#connection[data-state=\"live\"]")), HasSubstr("live"));
+
+  // instagram: healthy reads. facebook: the upstream fails (503) until the
+  // transient circuit opens, then refuses. And an account id that would run
+  // script if the page ever parsed it as HTML.
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(HttpFetch(gw->address(), "GET", "/v1/instagram/accounts/178/comments")->status, 200);
   }
-  chromium.reset();
-  (*gw)->Shutdown();
-  std::error_code ignored;
-  std::filesystem::remove_all(profile, ignored);
-  std::filesystem::remove(profile + ".log", ignored);
+  for (int i = 0; i < 5; ++i) (void)HttpFetch(gw->address(), "GET", "/v1/facebook/accounts/9");
+  const std::string hostile = "<img src=x onerror=\"document.title='pwned'\">'";
+  const std::string hostile_path =
+      "/v1/instagram/accounts/%3Cimg%20src%3Dx%20onerror%3D%22document.title%3D'pwned'%22%3E'"
+      "/comments";
+  ASSERT_EQ(HttpFetch(gw->address(), "GET", hostile_path)->status, 200);
+
+  // The failing group comes first, OPEN, with its failures and refusals
+  // counted; the healthy one after it, with its calls.
+  const std::string fb = ".group[data-group=\"facebook:read\"]";
+  EXPECT_THAT(page.Evaluate(WaitFor(fb + "[data-health=\"open\"]")), HasSubstr("facebook:read"));
+  EXPECT_EQ(page.Evaluate("document.querySelector('#groups .group').dataset.group"),
+            "facebook:read");
+  EXPECT_EQ(page.Evaluate(WaitUntil("(() => { const g = document.querySelector('" + fb +
+                                    "'); return g && Number(g.dataset.failures) >= 3 && "
+                                    "Number(g.querySelector('.rejections').dataset.count) >= 1 "
+                                    "&& 'counted'; })()")),
+            "counted");
+  EXPECT_EQ(page.Evaluate(WaitUntil("(() => { const g = document.querySelector("
+                                    "'.group[data-group=\"instagram:read\"]'); return g && "
+                                    "Number(g.dataset.calls) >= 6 && g.dataset.health; })()")),
+            "ok");
+  EXPECT_EQ(page.Evaluate("document.querySelectorAll('" + fb +
+                          " svg.spark-failures polyline')"
+                          ".length + ':' + document.querySelector('" +
+                          fb + " svg.badge circle').getAttribute('r')")
+                .substr(0, 2),
+            "1:");
+
+  // The hostile key is text: its row holds it verbatim, no element was
+  // made of it, and its script never ran.
+  const std::string hostile_key = "provider:instagram:read:" + hostile;
+  EXPECT_EQ(page.Evaluate(WaitUntil("(() => { const r = [...document.querySelectorAll('tr.key')]"
+                                    ".find((tr) => tr.dataset.name === " +
+                                    Json(hostile_key).dump() +
+                                    "); return r && r.querySelector('.name').textContent; })()")),
+            hostile_key);
+  EXPECT_EQ(page.Evaluate("String(document.querySelectorAll('#groups img').length)"), "0");
+  EXPECT_EQ(page.Evaluate("document.title"), "fusebox gateway");
+
+  // Light and dark, each kept as an artifact (docs/gateway.md shows one).
+  page.Evaluate("document.querySelectorAll('#groups details').forEach((d) => d.open = true)");
+  page.Screenshot(Artifact("dashboard-light.png"));
+  page.ColorScheme("dark");
+  EXPECT_EQ(page.Evaluate("getComputedStyle(document.body).backgroundColor"), "rgb(18, 19, 22)");
+  page.Screenshot(Artifact("dashboard-dark.png"));
+  page.ColorScheme("light");
+
+  // The filter narrows the rows (the stream is reopened with ?provider=).
+  page.Evaluate(
+      "document.getElementById('provider').value = 'facebook';"
+      "document.getElementById('filters').dispatchEvent(new Event('submit'))");
+  EXPECT_EQ(page.Evaluate(
+                WaitUntil("(() => { const g = [...document.querySelectorAll('#groups .group')]; "
+                          "return g.length === 1 && g[0].dataset.group; })()")),
+            "facebook:read");
+  page.Evaluate(
+      "document.getElementById('provider').value = '';"
+      "document.getElementById('filters').dispatchEvent(new Event('submit'))");
+  EXPECT_THAT(page.Evaluate(WaitFor(".group[data-group=\"instagram:read\"]")),
+              HasSubstr("instagram:read"));
+
+  // Without the token, nothing happens; with it, force-open is POSTed and
+  // the stream shows the key FORCED_OPEN.
+  const std::string key = "provider:instagram:read:178";
+  const std::string button =
+      "[...document.querySelectorAll('tr.key')].find((tr) => "
+      "tr.dataset.name === '" +
+      key + "').querySelector('.act-force-open')";
+  page.Evaluate(button + ".click()");
+  EXPECT_THAT(page.Evaluate(WaitFor("#action-result[data-ok=\"no\"]")), HasSubstr("token"));
+  page.Evaluate(
+      "const t = document.getElementById('token'); t.value = 's3cret';"
+      "t.dispatchEvent(new Event('change'));"
+      "document.getElementById('reason').value = 'incident 42';" +
+      button + ".click()");
+  EXPECT_THAT(page.Evaluate(WaitFor("#action-result[data-ok=\"yes\"]")), HasSubstr("done"));
+  EXPECT_EQ(page.Evaluate("document.getElementById('token').value"), "") << "kept in memory only";
+  EXPECT_THAT(
+      page.Evaluate(WaitFor("tr.key[data-name=\"" + key + "\"][data-state=\"forced_open\"]")),
+      HasSubstr("forced_open"));
+  std::shared_ptr<CircuitBreaker> quota = gw->registry().Find(key + ":quota");
+  ASSERT_NE(quota, nullptr);
+  EXPECT_EQ(quota->state(), State::kForcedOpen);
+  std::ifstream audit(audit_path_);
+  std::stringstream audit_text;
+  audit_text << audit.rdbuf();
+  EXPECT_THAT(audit_text.str(), HasSubstr("incident 42"));
+  page.Screenshot(Artifact("dashboard-after-action.png"));
+  page.ExpectQuietConsole();
+  gw->Shutdown();
 }
 
 }  // namespace

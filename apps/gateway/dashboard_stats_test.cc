@@ -1,0 +1,274 @@
+// DashboardStats and DashboardStreams: rates per bucket, the rings' rollover,
+// worst-first order, filters, deltas only for what changed, and the cap on
+// streams. Time is a ManualClock's; the breakers' totals are written by hand.
+#include "apps/gateway/dashboard_stats.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "fusebox/testing/manual_clock.h"
+
+namespace fusebox::gateway {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using Json = nlohmann::json;
+using std::chrono::seconds;
+
+// A breaker's cumulative counts: successes, failures, rejections, and the
+// calls' time (1 ms each).
+BreakerSample Sample(std::string name, std::int64_t ok, std::int64_t failed,
+                     std::int64_t rejected = 0, State state = State::kClosed) {
+  BreakerSample s;
+  s.name = std::move(name);
+  s.state = state;
+  s.totals.calls[0] = ok;
+  s.totals.calls[1] = failed;
+  s.totals.call_time[0] = std::chrono::milliseconds(ok);
+  s.totals.call_time[1] = std::chrono::milliseconds(failed);
+  s.totals.not_permitted_calls = rejected;
+  return s;
+}
+
+const GroupView* Group(const Frame& f, std::string_view name) {
+  for (const GroupView& g : f.groups) {
+    if (g.group == name) return &g;
+  }
+  return nullptr;
+}
+
+// The data of an "event: groups" as JSON.
+Json Data(const std::string& event) {
+  const std::size_t at = event.find("data: ");
+  return Json::parse(event.substr(at + 6));
+}
+
+class DashboardStatsTest : public ::testing::Test {
+ protected:
+  testing::ManualClock clock_;
+  DashboardStats stats_{{}};
+};
+
+TEST(DashboardStats, KeyAndGroupOfABreakerName) {
+  EXPECT_EQ(
+      DashboardStats::KeyAndGroup("provider:instagram:read:178:quota"),
+      std::make_pair(std::string("provider:instagram:read:178"), std::string("instagram:read")));
+  EXPECT_EQ(DashboardStats::KeyAndGroup("provider:fb:write:a:b:transient"),
+            std::make_pair(std::string("provider:fb:write:a:b"), std::string("fb:write")));
+  EXPECT_EQ(DashboardStats::KeyAndGroup("payments"),
+            std::make_pair(std::string("payments"), std::string("other")));
+}
+
+TEST_F(DashboardStatsTest, CountsAreTheDifferenceSinceTheLastTickInTheCurrentBucket) {
+  stats_.Tick(clock_.Now(), {Sample("provider:ig:read:1:transient", 100, 50)});
+  EXPECT_EQ(Group(*stats_.frame(), "ig:read")->window.calls, 150) << "a new breaker's calls";
+  clock_.Advance(seconds(10));
+  stats_.Tick(clock_.Now(), {Sample("provider:ig:read:1:transient", 105, 52, 3)});
+  const GroupView* g = Group(*stats_.frame(), "ig:read");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->window.calls, 157);
+  EXPECT_EQ(g->window.failures, 52);
+  EXPECT_EQ(g->window.rejections, 3);
+  EXPECT_EQ(g->window.call_time, std::chrono::milliseconds(157));
+  EXPECT_EQ(g->spark_calls.size(), 30u);
+  EXPECT_EQ(g->spark_calls[28], 150);
+  EXPECT_EQ(g->spark_calls[29], 7) << "the next bucket: the difference since the last tick";
+  EXPECT_EQ(g->spark_failures[29], 2);
+  EXPECT_EQ(g->health, "degraded") << "52 of 157 failed: degraded; half or more would be failing";
+}
+
+TEST_F(DashboardStatsTest, TheTwoBreakersOfAKeyCountACallOnce) {
+  stats_.Tick(clock_.Now(), {});
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {Sample("provider:ig:read:1:transient", 4, 0, 1),
+                             Sample("provider:ig:read:1:quota", 3, 1, 2)});
+  const GroupView* g = Group(*stats_.frame(), "ig:read");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->window.calls, 4);
+  EXPECT_EQ(g->window.failures, 1);
+  EXPECT_EQ(g->window.rejections, 3) << "a refusal by either breaker is a refused call";
+  ASSERT_EQ(g->keys.size(), 1u);
+  EXPECT_EQ(g->keys[0].breakers, "quota=closed transient=closed");
+}
+
+TEST_F(DashboardStatsTest, BucketsRollOverAndTheWindowForgetsOldCounts) {
+  const std::string b = "provider:ig:read:1:transient";
+  stats_.Tick(clock_.Now(), {Sample(b, 0, 0)});
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {Sample(b, 10, 0)});
+  // 9 s later: the same 10 s bucket; 1 s more: the next one.
+  clock_.Advance(seconds(8));
+  stats_.Tick(clock_.Now(), {Sample(b, 12, 0)});
+  EXPECT_EQ(Group(*stats_.frame(), "ig:read")->spark_calls.back(), 12);
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {Sample(b, 15, 0)});
+  const GroupView* g = Group(*stats_.frame(), "ig:read");
+  EXPECT_EQ(g->spark_calls[28], 12);
+  EXPECT_EQ(g->spark_calls[29], 3);
+  EXPECT_EQ(g->window.calls, 15);
+  // The rate window is 6 buckets: 60 s on, the first bucket has left it but
+  // is still on the sparkline; 5 minutes on, it has left both.
+  clock_.Advance(seconds(50));
+  stats_.Tick(clock_.Now(), {Sample(b, 15, 0)});
+  g = Group(*stats_.frame(), "ig:read");
+  EXPECT_EQ(g->window.calls, 3);
+  EXPECT_EQ(g->keys[0].window.calls, 3);
+  EXPECT_EQ(g->spark_calls[23], 12);
+  clock_.Advance(seconds(300));
+  stats_.Tick(clock_.Now(), {Sample(b, 15, 0)});
+  g = Group(*stats_.frame(), "ig:read");
+  EXPECT_EQ(g->window.calls, 0);
+  EXPECT_EQ(std::count(g->spark_calls.begin(), g->spark_calls.end(), 0), 30);
+}
+
+TEST_F(DashboardStatsTest, StaleAnswersAndTransitionsReachTheirGroup) {
+  stats_.Tick(clock_.Now(), {});
+  clock_.Advance(seconds(2));
+  stats_.CountStale("provider:ig:read:1");
+  stats_.CountStale("provider:ig:read:1");
+  TransitionEvent opened;
+  opened.breaker = "provider:ig:read:1:quota";
+  opened.to = State::kOpen;
+  opened.reason = TransitionReason::kOpenForHint;
+  opened.at = clock_.Now();
+  stats_.OnTransition(opened);
+  stats_.Tick(clock_.Now(), {Sample("provider:ig:read:1:quota", 0, 0, 0, State::kOpen)});
+  const GroupView* g = Group(*stats_.frame(), "ig:read");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->window.stale, 2);
+  EXPECT_EQ(g->state, "open");
+  EXPECT_EQ(g->health, "open");
+  EXPECT_EQ(g->open_keys, 1u);
+  ASSERT_NE(g->timeline, nullptr);
+  ASSERT_EQ(g->timeline->size(), 1u);
+  EXPECT_EQ((*g->timeline)[0].to, "open");
+  EXPECT_EQ((*g->timeline)[0].reason, "retry_after_hint");
+  EXPECT_DOUBLE_EQ((*g->timeline)[0].at_s, 2.0);
+}
+
+// Five groups, one of each health, among quiet ones.
+Frame FiveGroups(testing::ManualClock& clock, DashboardStats& stats) {
+  std::vector<BreakerSample> zero = {
+      Sample("provider:a:read:1:transient", 0, 0), Sample("provider:b:read:1:transient", 0, 0),
+      Sample("provider:c:read:1:transient", 0, 0), Sample("provider:d:read:1:transient", 0, 0),
+      Sample("provider:e:read:1:transient", 0, 0)};
+  stats.Tick(clock.Now(), zero);
+  clock.Advance(seconds(1));
+  stats.Tick(clock.Now(), {Sample("provider:a:read:1:transient", 100, 0),
+                           Sample("provider:b:read:1:transient", 2, 8),
+                           Sample("provider:c:read:1:transient", 0, 0, 0, State::kHalfOpen),
+                           Sample("provider:d:read:1:transient", 0, 0, 40, State::kOpen),
+                           Sample("provider:e:read:1:transient", 9, 1)});
+  return *stats.frame();
+}
+
+TEST_F(DashboardStatsTest, GroupsComeWorstFirst) {
+  const Frame f = FiveGroups(clock_, stats_);
+  std::vector<std::string> order;
+  std::vector<std::string> health;
+  for (const GroupView& g : f.groups) {
+    order.push_back(g.group);
+    health.push_back(g.health);
+  }
+  EXPECT_THAT(order, ElementsAre("d:read", "c:read", "b:read", "e:read", "a:read"));
+  EXPECT_THAT(health, ElementsAre("open", "half_open", "failing", "degraded", "ok"));
+}
+
+TEST_F(DashboardStatsTest, TheFilterSelectsAndTopCuts) {
+  const Frame f = FiveGroups(clock_, stats_);
+  std::size_t matching = 0;
+  auto rows = DashboardStreams::Render(f, *DashboardFilter::Parse("top=2"), &matching);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].first, "d:read");
+  EXPECT_EQ(rows[1].first, "c:read");
+  EXPECT_EQ(matching, 5u);
+  rows = DashboardStreams::Render(f, *DashboardFilter::Parse("state=open"), &matching);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].first, "d:read");
+  rows = DashboardStreams::Render(f, *DashboardFilter::Parse("provider=e"), &matching);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].first, "e:read");
+  rows = DashboardStreams::Render(f, *DashboardFilter::Parse("q=provider%3Ab%3A"), &matching);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(Json::parse(rows[0].second)["keys"][0]["key"], "provider:b:read:1");
+  Result<DashboardFilter> bad = DashboardFilter::Parse("top=0");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.error().message()), HasSubstr("top"));
+  EXPECT_FALSE(DashboardFilter::Parse("top=201").has_value());
+}
+
+TEST_F(DashboardStatsTest, StreamsGetOnlyTheGroupsThatChanged) {
+  const std::string a = "provider:a:read:1:transient";
+  const std::string b = "provider:b:read:1:transient";
+  stats_.Tick(clock_.Now(), {Sample(a, 0, 0), Sample(b, 0, 0)});
+  DashboardStreams streams(4);
+  Result<DashboardStreams::Subscription> sub = streams.Subscribe("", *stats_.frame());
+  ASSERT_TRUE(sub.has_value());
+  Json first = Data(sub->first_event);
+  EXPECT_TRUE(first["full"]);
+  EXPECT_EQ(first["rows"].size(), 2u);
+
+  // Nothing moved: nothing to send.
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {Sample(a, 0, 0), Sample(b, 0, 0)});
+  EXPECT_THAT(streams.Publish(*stats_.frame()), IsEmpty());
+
+  // b failed: b's row alone, b first.
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {Sample(a, 0, 0), Sample(b, 0, 5)});
+  auto events = streams.Publish(*stats_.frame());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].first, sub->channel);
+  Json delta = Data(*events[0].second);
+  EXPECT_FALSE(delta["full"]);
+  ASSERT_EQ(delta["rows"].size(), 1u);
+  EXPECT_EQ(delta["rows"][0]["group"], "b:read");
+  EXPECT_EQ(delta["rows"][0]["window"]["failures"], 5);
+  EXPECT_EQ(delta["order"], Json::array({"b:read", "a:read"}));
+  EXPECT_THAT(delta["removed"], IsEmpty());
+
+  // a's breaker is gone (dropped by the registry) and its ring is empty.
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {Sample(b, 0, 5)});
+  events = streams.Publish(*stats_.frame());
+  ASSERT_EQ(events.size(), 1u);
+  delta = Data(*events[0].second);
+  EXPECT_EQ(delta["removed"], Json::array({"a:read"}));
+  EXPECT_THAT(delta["rows"], IsEmpty());
+}
+
+TEST_F(DashboardStatsTest, StreamsWithTheSameFilterShareOneChannel) {
+  stats_.Tick(clock_.Now(), {Sample("provider:a:read:1:transient", 0, 0)});
+  DashboardStreams streams(4);
+  auto one = streams.Subscribe("top=5&state=", *stats_.frame());
+  auto two = streams.Subscribe("state=&top=5", *stats_.frame());
+  auto other = streams.Subscribe("top=6", *stats_.frame());
+  ASSERT_TRUE(one && two && other);
+  EXPECT_EQ(one->channel, two->channel);
+  EXPECT_NE(one->channel, other->channel);
+}
+
+TEST_F(DashboardStatsTest, StreamsAreCapped) {
+  DashboardStreams streams(2);
+  auto one = streams.Subscribe("", *stats_.frame());
+  auto two = streams.Subscribe("top=3", *stats_.frame());
+  ASSERT_TRUE(one && two);
+  Result<DashboardStreams::Subscription> three = streams.Subscribe("", *stats_.frame());
+  ASSERT_FALSE(three.has_value());
+  EXPECT_EQ(three.error().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(three.error().message()), HasSubstr("at most 2"));
+  streams.Unsubscribe(one->id);
+  EXPECT_EQ(streams.size(), 1u);
+  EXPECT_TRUE(streams.Subscribe("", *stats_.frame()).has_value());
+  Result<DashboardStreams::Subscription> bad = streams.Subscribe("top=x", *stats_.frame());
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument) << "a bad query is named first";
+}
+
+}  // namespace
+}  // namespace fusebox::gateway

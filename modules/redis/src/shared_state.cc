@@ -32,6 +32,9 @@ namespace {
 // shutdown waits for it; the heartbeat is counted over several waits.
 constexpr Duration kSubscriberPoll = std::chrono::milliseconds(50);
 constexpr Duration kFirstBackoff = std::chrono::milliseconds(50);
+// At most one "redis_replica_ack_short" warning this often: a replica down
+// for an hour must not write one line per trip.
+constexpr Duration kAckWarnEvery = std::chrono::seconds(10);
 
 Status Validate(const SharedStateOptions& o) {
   auto bad = [](const char* field, const char* rule) {
@@ -281,8 +284,10 @@ void RedisSharedState::WorkerLoop() {
         sent = client_
                    ->RunOn<TripResult>(worker_conn_,
                                        [&](Connection& c) {
-                                         return scripts_.Trip(c, op.circuit, open_for, grace,
-                                                              op.reason);
+                                         Result<TripResult> r = scripts_.Trip(
+                                             c, op.circuit, open_for, grace, op.reason);
+                                         if (r.has_value()) AwaitReplicas(c);
+                                         return r;
                                        })
                    .has_value();
         if (!sent) resync_wanted_.store(true);
@@ -317,6 +322,7 @@ void RedisSharedState::WorkerLoop() {
                                        !st.ok()) {
                                      return st;
                                    }
+                                   AwaitReplicas(c);
                                    return true;
                                  })
                    .has_value();
@@ -329,6 +335,51 @@ void RedisSharedState::WorkerLoop() {
     }
     flushed_cv_.notify_all();
   }
+}
+
+// WAIT on the connection that wrote: Redis answers how many replicas have
+// acknowledged every write this connection made, once `wait_replicas` have
+// or when wait_timeout has passed. Only this thread waits: callers queued
+// their trip and went on. The answer, even a short one, is not a failure of
+// Redis (the store's breaker is not told); an I/O error is, as for any
+// command, and an error reply (a replica, an ACL without WAIT) is a
+// shortfall, warned.
+void RedisSharedState::AwaitReplicas(Connection& conn) {
+  const ConnectionOptions& o = options_.connection;
+  if (o.wait_replicas == 0) return;
+  const auto timeout_ms = std::chrono::ceil<std::chrono::milliseconds>(o.wait_timeout);
+  // The reply comes after up to wait_timeout: the socket's bound must
+  // outlast it, then return to the command timeout.
+  std::string detail;
+  if (Status s = conn.SetCommandTimeout(o.wait_timeout + o.command_timeout); !s.ok()) {
+    detail = std::string(s.message());
+  } else {
+    const std::string replicas = std::to_string(o.wait_replicas);
+    const std::string ms = std::to_string(timeout_ms.count());
+    Result<Reply> r = conn.Command({"WAIT", replicas, ms});
+    if (!conn.broken()) (void)conn.SetCommandTimeout(o.command_timeout);
+    if (!r) {
+      client_->RecordFailure();
+      detail = std::string(r.error().message());
+    } else if (!r->is_integer()) {
+      detail = std::string(conn.ErrorReplyStatus("WAIT", *r).message());
+    } else if (r->integer >= o.wait_replicas) {
+      counters_.replica_acks.fetch_add(1, std::memory_order_relaxed);
+      return;
+    } else {
+      detail = std::to_string(r->integer) + " of " + replicas + " replicas acknowledged within " +
+               ms + " ms";
+    }
+  }
+  counters_.replica_ack_shortfalls.fetch_add(1, std::memory_order_relaxed);
+  ++ack_shortfalls_unsaid_;
+  const TimePoint now = clock_.Now();
+  if (ack_warned_at_ != TimePoint{} && now - ack_warned_at_ < kAckWarnEvery) return;
+  ack_warned_at_ = now;
+  o.Warn("redis_replica_ack_short",
+         "redis " + conn.options().Endpoint() + ": a trip or override may be lost in a failover: " +
+             detail + " (" + std::to_string(ack_shortfalls_unsaid_) + " shortfalls since the last warning)");
+  ack_shortfalls_unsaid_ = 0;
 }
 
 // --- The subscriber ---------------------------------------------------------------
@@ -530,6 +581,8 @@ SharedStateHealth RedisSharedState::health() const {
   h.events = s.events;
   h.dropped = s.dropped;
   h.resyncs = s.resyncs;
+  h.replica_acks = s.replica_acks;
+  h.replica_ack_shortfalls = s.replica_ack_shortfalls;
   h.staleness =
       std::max(Duration::zero(),
                clock_.Now() - TimePoint(Duration(last_heard_ns_.load(std::memory_order_relaxed))));
@@ -554,6 +607,8 @@ SharedStateStats RedisSharedState::stats() const {
   s.closes_lost = get(counters_.closes_lost);
   s.resyncs = get(counters_.resyncs);
   s.auth_failures = get(counters_.auth_failures);
+  s.replica_acks = get(counters_.replica_acks);
+  s.replica_ack_shortfalls = get(counters_.replica_ack_shortfalls);
   return s;
 }
 

@@ -477,8 +477,9 @@ TEST_F(RedisSentinelTest, AnAcknowledgedTripSurvivesTheKillOfThePrimary) {
     Warm(*late);
     return late->state() == State::kOpen;
   }));
-  std::printf("acknowledged trip, primary killed: OPEN on the new primary after a %lld ms failover\n",
-              Ms(failover));
+  std::printf(
+      "acknowledged trip, primary killed: OPEN on the new primary after a %lld ms failover\n",
+      Ms(failover));
 }
 
 }  // namespace

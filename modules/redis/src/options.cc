@@ -102,9 +102,8 @@ std::optional<bool> ParseBool(std::string_view v) {
 Status ApplyQuery(std::string_view query, Scheme scheme, ConnectionOptions& options) {
   constexpr std::size_t kCount = 9;
   constexpr std::string_view kKeys[kCount] = {
-      "ca_file",         "client_cert",       "client_key",    "insecure_skip_verify",
-      "connect_timeout", "timeout",           "sentinel_password", "wait_replicas",
-      "wait_timeout"};
+      "ca_file", "client_cert",       "client_key",    "insecure_skip_verify", "connect_timeout",
+      "timeout", "sentinel_password", "wait_replicas", "wait_timeout"};
   bool seen[kCount] = {};
   while (!query.empty()) {
     const std::size_t amp = query.find('&');
@@ -321,9 +320,8 @@ Status ConnectionOptions::Validate() const {
     return Status::InvalidArgument("redis options: command_timeout must be > 0");
   }
   if (wait_replicas < 0 || wait_replicas > kMaxWaitReplicas) {
-    return Status::InvalidArgument("redis options: wait_replicas " +
-                                   std::to_string(wait_replicas) + " is not in 0.." +
-                                   std::to_string(kMaxWaitReplicas));
+    return Status::InvalidArgument("redis options: wait_replicas " + std::to_string(wait_replicas) +
+                                   " is not in 0.." + std::to_string(kMaxWaitReplicas));
   }
   if (wait_timeout <= Duration::zero() || wait_timeout > kMaxWaitTimeout) {
     return Status::InvalidArgument("redis options: wait_timeout must be in (0, 10s]");

@@ -5,7 +5,8 @@
 //     command timeout; a caller that finds every connection busy fails open
 //     instead of queueing behind a slow Redis.
 //   - worker_conn_: Trip(), Close(), Release(), sent in order by one
-//     background thread, so that callers never wait for them.
+//     background thread, so that callers never wait for them; with
+//     wait_replicas, each trip and override is followed by a WAIT there.
 //   - sub_conn_: SUBSCRIBE to the events channel, read by another background
 //     thread that pushes each change to the breakers of that circuit, PINGs
 //     after a silence, and after every (re)subscribe asks every breaker to
@@ -377,8 +378,9 @@ void RedisSharedState::AwaitReplicas(Connection& conn) {
   if (ack_warned_at_ != TimePoint{} && now - ack_warned_at_ < kAckWarnEvery) return;
   ack_warned_at_ = now;
   o.Warn("redis_replica_ack_short",
-         "redis " + conn.options().Endpoint() + ": a trip or override may be lost in a failover: " +
-             detail + " (" + std::to_string(ack_shortfalls_unsaid_) + " shortfalls since the last warning)");
+         "redis " + conn.options().Endpoint() +
+             ": a trip or override may be lost in a failover: " + detail + " (" +
+             std::to_string(ack_shortfalls_unsaid_) + " shortfalls since the last warning)");
   ack_shortfalls_unsaid_ = 0;
 }
 

@@ -26,6 +26,10 @@
 // breaker re-reads its circuit and re-sends an OPEN still running (extend-only,
 // so a replay never shortens a longer OPEN).
 //
+// A trip acknowledged by the primary alone is lost if it dies before its
+// replica has it; with connection.wait_replicas the background thread asks
+// (WAIT) and counts the answer, never the caller (docs/distributed.md).
+//
 // Nothing written is a timestamp of this process: only PX durations, timed by
 // the Redis server's clock (docs/distributed.md).
 //
@@ -92,6 +96,8 @@ std::string_view SharedStateEventKindName(SharedStateEvent::Kind kind) noexcept;
 struct SharedStateOptions {
   // Where Redis is; see ParseRedisUrl(). Its command_timeout bounds every
   // command, hence how long AcquireProbe() and Read() may block a caller.
+  // Its wait_replicas (?wait_replicas=N) makes the background thread WAIT
+  // for N replicas after each trip and override, counted in stats().
   ConnectionOptions connection{};
   // Key prefix (Keyspace). Default: "fusebox:v1:".
   std::string prefix{Keyspace::kDefaultPrefix};

@@ -342,9 +342,9 @@ void RedisSharedState::WorkerLoop() {
 // acknowledged every write this connection made, once `wait_replicas` have
 // or when wait_timeout has passed. Only this thread waits: callers queued
 // their trip and went on. The answer, even a short one, is not a failure of
-// Redis (the store's breaker is not told); an I/O error is, as for any
-// command, and an error reply (a replica, an ACL without WAIT) is a
-// shortfall, warned.
+// Redis (the store's breaker is not told). An I/O error breaks the
+// connection, remade (or counted as failed) by the next command; it and an
+// error reply (a replica, an ACL without WAIT) are shortfalls, warned.
 void RedisSharedState::AwaitReplicas(Connection& conn) {
   const ConnectionOptions& o = options_.connection;
   if (o.wait_replicas == 0) return;
@@ -360,7 +360,6 @@ void RedisSharedState::AwaitReplicas(Connection& conn) {
     Result<Reply> r = conn.Command({"WAIT", replicas, ms});
     if (!conn.broken()) (void)conn.SetCommandTimeout(o.command_timeout);
     if (!r) {
-      client_->RecordFailure();
       detail = std::string(r.error().message());
     } else if (!r->is_integer()) {
       detail = std::string(conn.ErrorReplyStatus("WAIT", *r).message());
@@ -374,7 +373,7 @@ void RedisSharedState::AwaitReplicas(Connection& conn) {
   }
   counters_.replica_ack_shortfalls.fetch_add(1, std::memory_order_relaxed);
   ++ack_shortfalls_unsaid_;
-  const TimePoint now = clock_.Now();
+  const TimePoint now = SystemClock().Now();  // A log's rate is a matter of real time.
   if (ack_warned_at_ != TimePoint{} && now - ack_warned_at_ < kAckWarnEvery) return;
   ack_warned_at_ = now;
   o.Warn("redis_replica_ack_short",

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -279,6 +280,15 @@ std::string ConnectionOptions::Describe() const {
   if (insecure_skip_verify) {
     out += sep;
     out += "insecure_skip_verify=true";
+    sep = '&';
+  }
+  if (wait_replicas > 0) {
+    // Whether trips are acknowledged by replicas, in the store's
+    // "redis_connected" line.
+    out += sep;
+    out += "wait_replicas=" + std::to_string(wait_replicas) + "&wait_timeout=" +
+           std::to_string(std::chrono::ceil<std::chrono::milliseconds>(wait_timeout).count()) +
+           "ms";
   }
   return out;
 }

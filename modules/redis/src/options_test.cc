@@ -206,6 +206,7 @@ TEST(ParseRedisUrl, QuerySetsTheReplicaAcknowledgement) {
   EXPECT_EQ(o->wait_replicas, 2);
   EXPECT_EQ(o->wait_timeout, std::chrono::milliseconds(150));
   EXPECT_TRUE(o->Validate().ok());
+  EXPECT_EQ(o->Describe(), "redis://host:6379/0?wait_replicas=2&wait_timeout=150ms");
   Result<ConnectionOptions> sentinel =
       ParseRedisUrl("redis-sentinel://s1,s2/mymaster?wait_replicas=1&timeout=40ms");
   ASSERT_TRUE(sentinel.has_value()) << sentinel.error();

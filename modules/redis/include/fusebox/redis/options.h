@@ -152,7 +152,8 @@ struct ConnectionOptions {
 
   // "redis[s]://[user:***@]host:port/db[?tls settings]": safe to log, the
   // password is masked (and a user name alone is shown as "user@"). With
-  // sentinels: "redis-sentinel://[user:***@]h1:26379,h2:26379/name/db".
+  // sentinels: "redis-sentinel://[user:***@]h1:26379,h2:26379/name/db"; and
+  // "wait_replicas=N&wait_timeout=Dms" in the query when wait_replicas > 0.
   std::string Describe() const;
 
   // Checks the fields: host non-empty, port 1..65535, db >= 0, timeouts > 0;

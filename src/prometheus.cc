@@ -876,6 +876,12 @@ void WriteSharedStates(Writer& w, const std::vector<SharedStateSample>& states) 
       {"shared_state_resyncs_total",
        "Times every breaker re-read the fleet (pushes may have been missed)",
        &SharedStateHealth::resyncs},
+      {"shared_state_replica_acks_total",
+       "Trips and overrides acknowledged by the replicas asked for (wait_replicas)",
+       &SharedStateHealth::replica_acks},
+      {"shared_state_replica_ack_shortfalls_total",
+       "Trips and overrides the replicas asked for did not acknowledge in time",
+       &SharedStateHealth::replica_ack_shortfalls},
   };
   for (const Family& f : kFamilies) {
     w.Header(f.name, "counter", f.help);

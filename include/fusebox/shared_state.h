@@ -96,6 +96,11 @@ struct SharedStateHealth {
   // Times every breaker was asked to re-read the fleet (after a reconnect,
   // or when trips that could not be sent are replayed).
   std::int64_t resyncs = 0;
+  // Trips and overrides acknowledged by the replicas the store asks for
+  // (Redis' wait_replicas), and those not acknowledged in time. Zero for a
+  // store that does not ask.
+  std::int64_t replica_acks = 0;
+  std::int64_t replica_ack_shortfalls = 0;
 };
 
 // What the fleet knows about one circuit.

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -93,19 +94,20 @@ class RedisSentinelTest : public ::testing::Test {
 
   RedisServer& ByPort(int port) { return port == primary_->port() ? *primary_ : *replica_; }
 
-  // The sentinels' URL, led by `dead` (a port nothing listens on) when set.
-  std::string Url(int dead = 0) {
+  // The sentinels' URL, led by `dead` (a port nothing listens on) when set,
+  // its query extended by `query` ("&wait_replicas=1...").
+  std::string Url(int dead = 0, std::string_view query = "") {
     std::string url = "redis-sentinel://";
     if (dead != 0) url += "127.0.0.1:" + std::to_string(dead) + ",";
     for (std::size_t i = 0; i < sentinels_.size(); ++i) {
       url +=
           (i == 0 ? "" : ",") + std::string("127.0.0.1:") + std::to_string(sentinels_[i]->port());
     }
-    return url + "/mymaster?connect_timeout=300ms&timeout=200ms";
+    return url + "/mymaster?connect_timeout=300ms&timeout=200ms" + std::string(query);
   }
 
-  SharedStateOptions Options(int dead = 0) {
-    auto connection = ParseRedisUrl(Url(dead));
+  SharedStateOptions Options(int dead = 0, std::string_view query = "") {
+    auto connection = ParseRedisUrl(Url(dead, query));
     EXPECT_TRUE(connection.has_value()) << connection.error();
     SharedStateOptions o;
     if (connection) o.connection = *connection;
@@ -115,8 +117,9 @@ class RedisSentinelTest : public ::testing::Test {
     return o;
   }
 
-  std::shared_ptr<RedisSharedState> Store(int dead = 0) {
-    auto s = RedisSharedState::Create(Options(dead));
+  std::shared_ptr<RedisSharedState> Store(int dead = 0) { return Store(Options(dead)); }
+  std::shared_ptr<RedisSharedState> Store(SharedStateOptions options) {
+    auto s = RedisSharedState::Create(std::move(options));
     EXPECT_TRUE(s.has_value()) << s.error();
     if (!s) return nullptr;
     auto store = *s;
@@ -352,6 +355,131 @@ TEST_F(RedisSentinelTest, AKilledPrimaryCostsBoundedCallsAndTheStoreConverges) {
   ASSERT_TRUE(PollUntil([&] { return bb->state() == State::kOpen; }));
   EXPECT_EQ(StateOn(new_port), ReadResult::State::kOpen);
   OneProbeClosesTheFleet({ba.get(), bb.get()}, new_port);
+}
+
+// --- Acknowledgement of trips by replicas (wait_replicas) -----------------------
+
+// Trips `b` and returns how long the call that tripped it took.
+std::chrono::steady_clock::duration TimedTrip(CircuitBreaker& b) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 4 && b.state() == State::kClosed; ++i) {
+    auto p = b.TryAcquire();
+    if (p) p->Failure(milliseconds(1));
+  }
+  return std::chrono::steady_clock::now() - t0;
+}
+
+long long Ms(std::chrono::steady_clock::duration d) {
+  return static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(d).count()) /
+         1000;
+}
+
+TEST_F(RedisSentinelTest, TripsAndOverridesAreAcknowledgedByTheReplica) {
+  auto plain = Store();
+  auto acked = Store(Options(0, "&wait_replicas=1&wait_timeout=2s"));
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(acked, nullptr);
+  // What the WAIT costs the store's thread: a trip sent and flushed, with
+  // and without it (after a first trip each, so that scripts are loaded).
+  auto flushed_trip = [&](RedisSharedState& store, std::string_view circuit) {
+    store.Trip(circuit, seconds(60), "test");
+    const auto t0 = std::chrono::steady_clock::now();
+    store.Flush();
+    return std::chrono::steady_clock::now() - t0;
+  };
+  (void)flushed_trip(*plain, "warm:plain");
+  (void)flushed_trip(*acked, "warm:acked");
+  const auto without = flushed_trip(*plain, "timed:plain");
+  const auto with = flushed_trip(*acked, "timed:acked");
+  EXPECT_EQ(plain->stats().replica_acks + plain->stats().replica_ack_shortfalls, 0)
+      << "no WAIT without wait_replicas";
+  EXPECT_EQ(acked->stats().replica_acks, 2);
+
+  auto b = Breaker(acked);
+  Warm(*b);
+  acked->Flush();
+  const auto call = TimedTrip(*b);
+  ASSERT_EQ(b->state(), State::kOpen);
+  ASSERT_TRUE(PollUntil([&] { return acked->stats().replica_acks == 3; }));
+  acked->PublishOverride(kCircuit, {.kind = SharedOverride::Kind::kForcedOpen, .reason = "test"});
+  ASSERT_TRUE(PollUntil([&] { return acked->stats().replica_acks == 4; }));
+  EXPECT_EQ(acked->stats().replica_ack_shortfalls, 0);
+  std::printf(
+      "wait_replicas=1: trip sent + flushed in %lld us with WAIT, %lld us without; the call that "
+      "tripped took %lld us\n",
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(with).count()),
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::microseconds>(without).count()),
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(call).count()));
+}
+
+TEST_F(RedisSentinelTest, AReplicaThatDoesNotAcknowledgeCostsTheCallerNothing) {
+  std::mutex mu;
+  std::vector<std::string> warnings;
+  SharedStateOptions o = Options(0, "&wait_replicas=1&wait_timeout=2s");
+  o.connection.warn = [&](std::string_view event, std::string_view message) {
+    std::lock_guard<std::mutex> lock(mu);
+    warnings.push_back(std::string(event) + ": " + std::string(message));
+  };
+  auto store = Store(std::move(o));
+  ASSERT_NE(store, nullptr);
+  auto b = Breaker(store, kCircuit, seconds(60));
+  Warm(*b);
+  store->Flush();
+  // A stopped replica acknowledges nothing: each WAIT runs its 2 s out.
+  ASSERT_TRUE(replica_->Suspend().ok());
+  const auto call = TimedTrip(*b);
+  ASSERT_EQ(b->state(), State::kOpen);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(PollUntil([&] { return store->stats().replica_ack_shortfalls == 1; }));
+  const auto counted = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(replica_->Resume().ok());
+  EXPECT_EQ(store->stats().replica_acks, 0);
+  // The caller did not wait for the WAIT (2 s); generous for sanitizers.
+  EXPECT_LT(call, milliseconds(200));
+  EXPECT_GE(counted + call, milliseconds(1900)) << "counted before the timeout";
+  // The trip itself reached the primary at once, and a short answer is not
+  // a failure of Redis: the store stays healthy.
+  EXPECT_EQ(StateOn(primary_->port()), ReadResult::State::kOpen);
+  EXPECT_TRUE(store->healthy());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], ::testing::HasSubstr("redis_replica_ack_short: redis 127.0.0.1:"));
+  EXPECT_THAT(warnings[0], ::testing::HasSubstr("0 of 1 replicas acknowledged within 2000 ms"));
+  std::printf(
+      "stopped replica: the call that tripped took %lld us; shortfall counted %lld ms later\n",
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(call).count()),
+      Ms(counted));
+}
+
+TEST_F(RedisSentinelTest, AnAcknowledgedTripSurvivesTheKillOfThePrimary) {
+  auto store = Store(Options(0, "&wait_replicas=1&wait_timeout=1s"));
+  ASSERT_NE(store, nullptr);
+  auto b = Breaker(store, kCircuit, seconds(60));
+  Warm(*b);
+  store->Flush();
+  Trip(*b);
+  // Killed as soon as the replica's acknowledgement is counted: the trip had
+  // no other time to reach it.
+  ASSERT_TRUE(PollUntil([&] { return store->stats().replica_acks == 1; }, seconds(3)));
+  ASSERT_TRUE(primary_->Kill().ok());
+  const int new_port = replica_->port();
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(PollUntil([&] { return NamedPrimaryPort(0) == new_port; }, seconds(10)))
+      << "no failover";
+  const auto failover = std::chrono::steady_clock::now() - killed_at;
+  EXPECT_EQ(StateOn(new_port), ReadResult::State::kOpen) << "the acknowledged OPEN was lost";
+  // A new instance, through the sentinels, finds it too.
+  auto c = Store();
+  ASSERT_NE(c, nullptr);
+  auto late = Breaker(c, kCircuit, seconds(60));
+  ASSERT_TRUE(PollUntil([&] {
+    Warm(*late);
+    return late->state() == State::kOpen;
+  }));
+  std::printf(
+      "acknowledged trip, primary killed: OPEN on the new primary after a %lld ms failover\n",
+      Ms(failover));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -100,10 +101,10 @@ std::optional<bool> ParseBool(std::string_view v) {
 // sentinels' password). Values are percent-decoded; paths are not secrets and
 // may be echoed, a password never is.
 Status ApplyQuery(std::string_view query, Scheme scheme, ConnectionOptions& options) {
-  constexpr std::size_t kCount = 7;
+  constexpr std::size_t kCount = 9;
   constexpr std::string_view kKeys[kCount] = {
-      "ca_file",         "client_cert", "client_key",       "insecure_skip_verify",
-      "connect_timeout", "timeout",     "sentinel_password"};
+      "ca_file", "client_cert",       "client_key",    "insecure_skip_verify", "connect_timeout",
+      "timeout", "sentinel_password", "wait_replicas", "wait_timeout"};
   bool seen[kCount] = {};
   while (!query.empty()) {
     const std::size_t amp = query.find('&');
@@ -118,12 +119,22 @@ Status ApplyQuery(std::string_view query, Scheme scheme, ConnectionOptions& opti
     if (index == kCount) {
       return UrlError("unknown " + ShownKey(key) +
                       " (known: ca_file, client_cert, client_key, insecure_skip_verify, "
-                      "connect_timeout, timeout, sentinel_password)");
+                      "connect_timeout, timeout, sentinel_password, wait_replicas, "
+                      "wait_timeout)");
     }
     if (seen[index]) return UrlError(ShownKey(key) + " is given twice");
     seen[index] = true;
-    if (index == 4 || index == 5) {
-      // The two timeouts, as durations (ParseDuration's syntax); a value is
+    if (index == 7) {
+      const std::optional<std::int64_t> n = ParseDecimal(pair.substr(eq + 1), kMaxWaitReplicas);
+      if (!n) {
+        return UrlError(ShownKey(key) + ": expected an integer in 0.." +
+                        std::to_string(kMaxWaitReplicas));
+      }
+      options.wait_replicas = static_cast<int>(*n);
+      continue;
+    }
+    if (index == 4 || index == 5 || index == 8) {
+      // The timeouts, as durations (ParseDuration's syntax); a value is
       // echoed only for these (never a secret), and only its start.
       const std::string_view value = pair.substr(eq + 1);
       Result<Duration> d = ParseDuration(value);
@@ -132,7 +143,12 @@ Status ApplyQuery(std::string_view query, Scheme scheme, ConnectionOptions& opti
         if (LooksLikeDuration(value)) message += ", got \"" + std::string(value) + "\"";
         return UrlError(message);
       }
-      (index == 4 ? options.connect_timeout : options.command_timeout) = *d;
+      if (index == 8 && *d > kMaxWaitTimeout) {
+        return UrlError(ShownKey(key) + ": at most 10s (it holds the store's thread)");
+      }
+      (index == 4   ? options.connect_timeout
+       : index == 5 ? options.command_timeout
+                    : options.wait_timeout) = *d;
       continue;
     }
     if (index == 6 && scheme != Scheme::kSentinel) {
@@ -264,6 +280,15 @@ std::string ConnectionOptions::Describe() const {
   if (insecure_skip_verify) {
     out += sep;
     out += "insecure_skip_verify=true";
+    sep = '&';
+  }
+  if (wait_replicas > 0) {
+    // Whether trips are acknowledged by replicas, in the store's
+    // "redis_connected" line.
+    out += sep;
+    out += "wait_replicas=" + std::to_string(wait_replicas) + "&wait_timeout=" +
+           std::to_string(std::chrono::ceil<std::chrono::milliseconds>(wait_timeout).count()) +
+           "ms";
   }
   return out;
 }
@@ -303,6 +328,13 @@ Status ConnectionOptions::Validate() const {
   }
   if (command_timeout <= Duration::zero()) {
     return Status::InvalidArgument("redis options: command_timeout must be > 0");
+  }
+  if (wait_replicas < 0 || wait_replicas > kMaxWaitReplicas) {
+    return Status::InvalidArgument("redis options: wait_replicas " + std::to_string(wait_replicas) +
+                                   " is not in 0.." + std::to_string(kMaxWaitReplicas));
+  }
+  if (wait_timeout <= Duration::zero() || wait_timeout > kMaxWaitTimeout) {
+    return Status::InvalidArgument("redis options: wait_timeout must be in (0, 10s]");
   }
   if (!username.empty() && password.empty()) {
     return Status::InvalidArgument("redis options: a username needs a password");

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace fusebox::redis {
 namespace {
@@ -196,6 +198,41 @@ TEST(ParseRedisUrl, QuerySetsTheTimeouts) {
   ASSERT_TRUE(only.has_value());
   EXPECT_EQ(only->command_timeout, std::chrono::seconds(1));
   EXPECT_EQ(only->connect_timeout, ConnectionOptions{}.connect_timeout);
+}
+
+TEST(ParseRedisUrl, QuerySetsTheReplicaAcknowledgement) {
+  Result<ConnectionOptions> o = ParseRedisUrl("redis://host?wait_replicas=2&wait_timeout=150ms");
+  ASSERT_TRUE(o.has_value()) << o.error();
+  EXPECT_EQ(o->wait_replicas, 2);
+  EXPECT_EQ(o->wait_timeout, std::chrono::milliseconds(150));
+  EXPECT_TRUE(o->Validate().ok());
+  EXPECT_EQ(o->Describe(), "redis://host:6379/0?wait_replicas=2&wait_timeout=150ms");
+  Result<ConnectionOptions> sentinel =
+      ParseRedisUrl("redis-sentinel://s1,s2/mymaster?wait_replicas=1&timeout=40ms");
+  ASSERT_TRUE(sentinel.has_value()) << sentinel.error();
+  EXPECT_EQ(sentinel->wait_replicas, 1);
+  EXPECT_EQ(sentinel->wait_timeout, ConnectionOptions{}.wait_timeout);
+  // Off by default.
+  EXPECT_EQ(ParseRedisUrl("redis://host")->wait_replicas, 0);
+  for (const auto& [url, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"redis://host?wait_replicas=17", "wait_replicas': expected an integer in 0..16"},
+           {"redis://host?wait_replicas=-1", "expected an integer in 0..16"},
+           {"redis://host?wait_replicas=one", "expected an integer in 0..16"},
+           {"redis://host?wait_timeout=0ms", "wait_timeout': expected a positive duration"},
+           {"redis://host?wait_timeout=11s", "wait_timeout': at most 10s"},
+           {"redis://host?wait_replicas=1&wait_replicas=1", "given twice"},
+       }) {
+    Result<ConnectionOptions> r = ParseRedisUrl(url);
+    ASSERT_FALSE(r.has_value()) << url;
+    EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(r.error().message()), HasSubstr(expected)) << url;
+  }
+  ConnectionOptions bad;
+  bad.wait_replicas = 17;
+  EXPECT_THAT(std::string(bad.Validate().message()), HasSubstr("wait_replicas 17"));
+  bad.wait_replicas = 1;
+  bad.wait_timeout = std::chrono::seconds(11);
+  EXPECT_THAT(std::string(bad.Validate().message()), HasSubstr("wait_timeout"));
 }
 
 TEST(ParseRedisUrl, ErrorsNeverContainThePassword) {

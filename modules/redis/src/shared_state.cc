@@ -5,7 +5,8 @@
 //     command timeout; a caller that finds every connection busy fails open
 //     instead of queueing behind a slow Redis.
 //   - worker_conn_: Trip(), Close(), Release(), sent in order by one
-//     background thread, so that callers never wait for them.
+//     background thread, so that callers never wait for them; with
+//     wait_replicas, each trip and override is followed by a WAIT there.
 //   - sub_conn_: SUBSCRIBE to the events channel, read by another background
 //     thread that pushes each change to the breakers of that circuit, PINGs
 //     after a silence, and after every (re)subscribe asks every breaker to
@@ -32,6 +33,9 @@ namespace {
 // shutdown waits for it; the heartbeat is counted over several waits.
 constexpr Duration kSubscriberPoll = std::chrono::milliseconds(50);
 constexpr Duration kFirstBackoff = std::chrono::milliseconds(50);
+// At most one "redis_replica_ack_short" warning this often: a replica down
+// for an hour must not write one line per trip.
+constexpr Duration kAckWarnEvery = std::chrono::seconds(10);
 
 Status Validate(const SharedStateOptions& o) {
   auto bad = [](const char* field, const char* rule) {
@@ -281,8 +285,10 @@ void RedisSharedState::WorkerLoop() {
         sent = client_
                    ->RunOn<TripResult>(worker_conn_,
                                        [&](Connection& c) {
-                                         return scripts_.Trip(c, op.circuit, open_for, grace,
-                                                              op.reason);
+                                         Result<TripResult> r = scripts_.Trip(
+                                             c, op.circuit, open_for, grace, op.reason);
+                                         if (r.has_value()) AwaitReplicas(c);
+                                         return r;
                                        })
                    .has_value();
         if (!sent) resync_wanted_.store(true);
@@ -317,6 +323,7 @@ void RedisSharedState::WorkerLoop() {
                                        !st.ok()) {
                                      return st;
                                    }
+                                   AwaitReplicas(c);
                                    return true;
                                  })
                    .has_value();
@@ -329,6 +336,51 @@ void RedisSharedState::WorkerLoop() {
     }
     flushed_cv_.notify_all();
   }
+}
+
+// WAIT on the connection that wrote: Redis answers how many replicas have
+// acknowledged every write this connection made, once `wait_replicas` have
+// or when wait_timeout has passed. Only this thread waits: callers queued
+// their trip and went on. The answer, even a short one, is not a failure of
+// Redis (the store's breaker is not told). An I/O error breaks the
+// connection, remade (or counted as failed) by the next command; it and an
+// error reply (a replica, an ACL without WAIT) are shortfalls, warned.
+void RedisSharedState::AwaitReplicas(Connection& conn) {
+  const ConnectionOptions& o = options_.connection;
+  if (o.wait_replicas == 0) return;
+  const auto timeout_ms = std::chrono::ceil<std::chrono::milliseconds>(o.wait_timeout);
+  // The reply comes after up to wait_timeout: the socket's bound must
+  // outlast it, then return to the command timeout.
+  std::string detail;
+  if (Status s = conn.SetCommandTimeout(o.wait_timeout + o.command_timeout); !s.ok()) {
+    detail = std::string(s.message());
+  } else {
+    const std::string replicas = std::to_string(o.wait_replicas);
+    const std::string ms = std::to_string(timeout_ms.count());
+    Result<Reply> r = conn.Command({"WAIT", replicas, ms});
+    if (!conn.broken()) (void)conn.SetCommandTimeout(o.command_timeout);
+    if (!r) {
+      detail = std::string(r.error().message());
+    } else if (!r->is_integer()) {
+      detail = std::string(conn.ErrorReplyStatus("WAIT", *r).message());
+    } else if (r->integer >= o.wait_replicas) {
+      counters_.replica_acks.fetch_add(1, std::memory_order_relaxed);
+      return;
+    } else {
+      detail = std::to_string(r->integer) + " of " + replicas + " replicas acknowledged within " +
+               ms + " ms";
+    }
+  }
+  counters_.replica_ack_shortfalls.fetch_add(1, std::memory_order_relaxed);
+  ++ack_shortfalls_unsaid_;
+  const TimePoint now = SystemClock().Now();  // A log's rate is a matter of real time.
+  if (ack_warned_at_ != TimePoint{} && now - ack_warned_at_ < kAckWarnEvery) return;
+  ack_warned_at_ = now;
+  o.Warn("redis_replica_ack_short",
+         "redis " + conn.options().Endpoint() +
+             ": a trip or override may be lost in a failover: " + detail + " (" +
+             std::to_string(ack_shortfalls_unsaid_) + " shortfalls since the last warning)");
+  ack_shortfalls_unsaid_ = 0;
 }
 
 // --- The subscriber ---------------------------------------------------------------
@@ -530,6 +582,8 @@ SharedStateHealth RedisSharedState::health() const {
   h.events = s.events;
   h.dropped = s.dropped;
   h.resyncs = s.resyncs;
+  h.replica_acks = s.replica_acks;
+  h.replica_ack_shortfalls = s.replica_ack_shortfalls;
   h.staleness =
       std::max(Duration::zero(),
                clock_.Now() - TimePoint(Duration(last_heard_ns_.load(std::memory_order_relaxed))));
@@ -554,6 +608,8 @@ SharedStateStats RedisSharedState::stats() const {
   s.closes_lost = get(counters_.closes_lost);
   s.resyncs = get(counters_.resyncs);
   s.auth_failures = get(counters_.auth_failures);
+  s.replica_acks = get(counters_.replica_acks);
+  s.replica_ack_shortfalls = get(counters_.replica_ack_shortfalls);
   return s;
 }
 

@@ -47,6 +47,9 @@ struct SentinelAddress {
 inline constexpr std::size_t kMaxSentinels = 16;
 // A master name is 1..kMaxMasterNameLength of letters, digits, '.', '_', '-'.
 inline constexpr std::size_t kMaxMasterNameLength = 64;
+// Bounds of ConnectionOptions::wait_replicas and wait_timeout.
+inline constexpr int kMaxWaitReplicas = 16;
+inline constexpr Duration kMaxWaitTimeout = std::chrono::seconds(10);
 
 struct ConnectionOptions {
   // Host name or IP address (IPv6 without brackets). Default: "127.0.0.1".
@@ -124,20 +127,41 @@ struct ConnectionOptions {
   // Default: empty.
   std::string sentinel_password;
 
+  // Durability of the fleet's writes across a failover (RedisSharedState;
+  // the snapshot store, a cache, ignores it). A trip or override acknowledged
+  // by the primary alone is lost if the primary dies before replicating it.
+  // With wait_replicas > 0, after each trip or override is written the
+  // store's background thread sends `WAIT wait_replicas wait_timeout` on the
+  // same connection and counts whether that many replicas acknowledged it
+  // (SharedStateStats::replica_acks, replica_ack_shortfalls; a shortfall is
+  // also warned through Warn("redis_replica_ack_short"), at most once per
+  // 10 s). The caller who tripped never waits for it; the store's thread
+  // does, one round trip per trip or override, and up to wait_timeout while
+  // replicas lag: trips queued behind it reach Redis that much later. WAIT
+  // does not make Redis strongly consistent: a failover may still promote a
+  // replica that was not among those that acknowledged (docs/distributed.md).
+  // 0..kMaxWaitReplicas; 0: no WAIT is sent. Default: 0.
+  int wait_replicas = 0;
+  // How long each WAIT may hold the store's thread, rounded up to whole
+  // milliseconds, in (0, kMaxWaitTimeout]. Default: 100 ms.
+  Duration wait_timeout = std::chrono::milliseconds(100);
+
   // "host:port", for messages; with sentinels and no primary found yet,
   // "sentinel master 'name'".
   std::string Endpoint() const;
 
   // "redis[s]://[user:***@]host:port/db[?tls settings]": safe to log, the
   // password is masked (and a user name alone is shown as "user@"). With
-  // sentinels: "redis-sentinel://[user:***@]h1:26379,h2:26379/name/db".
+  // sentinels: "redis-sentinel://[user:***@]h1:26379,h2:26379/name/db"; and
+  // "wait_replicas=N&wait_timeout=Dms" in the query when wait_replicas > 0.
   std::string Describe() const;
 
   // Checks the fields: host non-empty, port 1..65535, db >= 0, timeouts > 0;
   // TLS settings only with tls, client_cert and client_key together, each
   // file given readable; with sentinels, 1..kMaxSentinels of them, each host
   // non-empty and port in range, and a well-formed master_name (a
-  // master_name or sentinel_password without sentinels is an error too).
+  // master_name or sentinel_password without sentinels is an error too);
+  // wait_replicas in 0..kMaxWaitReplicas, wait_timeout in (0, kMaxWaitTimeout].
   // Errors are kInvalidArgument and name the field (and the file).
   Status Validate() const;
 
@@ -160,7 +184,9 @@ struct ConnectionOptions {
 //   or a TLS key on "redis://" is an error naming the key; so is a fragment.
 //   A '?' or '#' in a password must be percent-encoded.
 // - On either scheme the query may set connect_timeout and timeout (the
-//   command timeout), each a positive duration such as 250ms or 2s.
+//   command timeout), each a positive duration such as 250ms or 2s, and
+//   wait_replicas (an integer) and wait_timeout (a duration), the fleet's
+//   write acknowledgement: "?wait_replicas=1&wait_timeout=100ms".
 // What the query leaves out keeps its default, as does keepalive. Files are
 // not read here: Validate() checks them.
 //
@@ -170,8 +196,9 @@ struct ConnectionOptions {
 // - each host[:port] is a sentinel (port defaults to 26379, IPv6 in
 //   brackets), at most kMaxSentinels of them;
 // - the path is the master name, then optionally the database;
-// - the query may set connect_timeout, timeout and sentinel_password (the
-//   sentinels' own password, percent-encoded); TLS settings are refused.
+// - the query may set connect_timeout, timeout, wait_replicas, wait_timeout
+//   and sentinel_password (the sentinels' own password, percent-encoded);
+//   TLS settings are refused.
 //
 // Errors are kInvalidArgument and say which part is wrong ("sentinel 2: the
 // port is not a number in 1..65535"). They never contain the password (nor

@@ -26,6 +26,10 @@
 // breaker re-reads its circuit and re-sends an OPEN still running (extend-only,
 // so a replay never shortens a longer OPEN).
 //
+// A trip acknowledged by the primary alone is lost if it dies before its
+// replica has it; with connection.wait_replicas the background thread asks
+// (WAIT) and counts the answer, never the caller (docs/distributed.md).
+//
 // Nothing written is a timestamp of this process: only PX durations, timed by
 // the Redis server's clock (docs/distributed.md).
 //
@@ -92,6 +96,8 @@ std::string_view SharedStateEventKindName(SharedStateEvent::Kind kind) noexcept;
 struct SharedStateOptions {
   // Where Redis is; see ParseRedisUrl(). Its command_timeout bounds every
   // command, hence how long AcquireProbe() and Read() may block a caller.
+  // Its wait_replicas (?wait_replicas=N) makes the background thread WAIT
+  // for N replicas after each trip and override, counted in stats().
   ConnectionOptions connection{};
   // Key prefix (Keyspace). Default: "fusebox:v1:".
   std::string prefix{Keyspace::kDefaultPrefix};
@@ -155,6 +161,12 @@ struct SharedStateStats {
   std::int64_t resyncs = 0;
   // Subscriber connects refused for their credentials.
   std::int64_t auth_failures = 0;
+  // With connection.wait_replicas > 0: trips and overrides that WAIT said
+  // had reached that many replicas, and those it did not within
+  // wait_timeout (or that could not be asked: the WAIT failed or was
+  // refused). Both stay 0 without it.
+  std::int64_t replica_acks = 0;
+  std::int64_t replica_ack_shortfalls = 0;
 };
 
 // One circuit as Redis holds it (RedisSharedState::ListFleet()).
@@ -246,6 +258,9 @@ class RedisSharedState final : public SharedState {
   Status Heartbeat();
   void Deliver(const PubSubMessage& message);
   void ResyncAll(std::string_view why);
+  // After a trip or override written on `conn` (worker thread only): WAIT
+  // for connection.wait_replicas replicas, counted; nothing when it is 0.
+  void AwaitReplicas(Connection& conn);
   // Sentinel mode: reads the sentinel's announcements and moves to the
   // primary named (subscriber thread only).
   void FollowSentinels();
@@ -285,8 +300,13 @@ class RedisSharedState final : public SharedState {
 
   struct Counters {
     std::atomic<std::int64_t> pings{0}, subscribes{0}, events{0}, leases_granted{0}, leases_busy{0},
-        dropped{0}, closes_lost{0}, resyncs{0}, auth_failures{0}, failovers{0};
+        dropped{0}, closes_lost{0}, resyncs{0}, auth_failures{0}, failovers{0}, replica_acks{0},
+        replica_ack_shortfalls{0};
   };
+  // WorkerLoop() only: when AwaitReplicas() last warned, and the shortfalls
+  // since (said in the next warning).
+  TimePoint ack_warned_at_{};
+  std::int64_t ack_shortfalls_unsaid_ = 0;
   // When the subscriber last proved that pushes arrive (a subscribe, a
   // message, a heartbeat answered), on clock_: health().staleness.
   std::atomic<Duration::rep> last_heard_ns_{0};

@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "apps/gateway/config.h"
+#include "apps/gateway/dashboard_stats.h"
 #include "apps/gateway/handler.h"
 #include "fusebox/config_names.h"
 #include "fusebox/meta/provider_call.h"
@@ -203,5 +204,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   // The worker's.
   CheckAnswer(world->handler->Handle(request));
+  // The dashboard stream's filter (/dashboard/events?q=...&top=N): parsed
+  // from the same target; its canonical form names a channel and must parse.
+  const std::size_t q = request.target.find('?');
+  Result<DashboardFilter> filter =
+      DashboardFilter::Parse(q == std::string::npos ? "" : request.target.substr(q + 1));
+  if (filter.has_value()) {
+    if (filter->top < 1 || filter->top > DashboardFilter::kMaxTop) std::abort();
+    if (!Json::accept(filter->Canonical())) std::abort();
+  }
   return 0;
 }

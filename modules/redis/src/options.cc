@@ -135,7 +135,8 @@ Status ApplyQuery(std::string_view query, Scheme scheme, ConnectionOptions& opti
     }
     if (index == 4 || index == 5 || index == 8) {
       // The timeouts, as durations (ParseDuration's syntax); a value is
-      // echoed only for these (never a secret), and only its start.
+      // echoed only for these, and only when shaped like a duration
+      // (LooksLikeDuration: a mistyped password may land here).
       const std::string_view value = pair.substr(eq + 1);
       Result<Duration> d = ParseDuration(value);
       if (!d || *d <= Duration::zero()) {

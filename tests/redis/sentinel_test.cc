@@ -26,6 +26,7 @@
 #include "fusebox/redis/shared_state.h"
 #include "fusebox/testing/manual_clock.h"
 #include "tests/redis/redis_server.h"
+#include "tests/redis/trip.h"
 
 namespace fusebox::redis {
 namespace {
@@ -35,6 +36,7 @@ using std::chrono::seconds;
 using testing::PollUntil;
 using testing::RedisSentinelConfig;
 using testing::RedisServer;
+using testing::Trip;
 
 constexpr std::string_view kCircuit = "meta:read:17841400000000000:quota";
 constexpr Duration kOpen = milliseconds(300);
@@ -138,15 +140,6 @@ class RedisSentinelTest : public ::testing::Test {
     c.shared_state = std::move(store);
     c.shared_probe_lease = seconds(5);
     return *CircuitBreaker::Create(std::string(circuit), std::move(c), clock_);
-  }
-
-  static void Trip(CircuitBreaker& b) {
-    for (int i = 0; i < 4 && b.state() == State::kClosed; ++i) {
-      auto p = b.TryAcquire();
-      ASSERT_TRUE(p.has_value());
-      p->Failure(milliseconds(1));
-    }
-    ASSERT_EQ(b.state(), State::kOpen);
   }
 
   static void Warm(CircuitBreaker& b) {

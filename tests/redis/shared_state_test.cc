@@ -28,6 +28,7 @@
 #include "fusebox/redis/circuit_scripts.h"
 #include "fusebox/testing/manual_clock.h"
 #include "tests/redis/redis_server.h"
+#include "tests/redis/trip.h"
 
 extern char** environ;
 
@@ -39,6 +40,7 @@ using std::chrono::seconds;
 using testing::PollUntil;
 using testing::Pttl;
 using testing::RedisServer;
+using testing::Trip;
 
 constexpr std::string_view kCircuit = "meta:read:17841400000000000:quota";
 constexpr Duration kOpen = milliseconds(300);
@@ -91,15 +93,6 @@ class RedisSharedStateTest : public ::testing::Test {
   }
   std::unique_ptr<CircuitBreaker> Breaker(std::shared_ptr<SharedState> store) {
     return Breaker(std::move(store), clock_);
-  }
-
-  static void Trip(CircuitBreaker& b) {
-    for (int i = 0; i < 4 && b.state() == State::kClosed; ++i) {
-      auto p = b.TryAcquire();
-      ASSERT_TRUE(p.has_value());
-      p->Failure(milliseconds(1));
-    }
-    ASSERT_EQ(b.state(), State::kOpen);
   }
 
   // One call, so that a new breaker reads the fleet (and then trusts pushes).

@@ -424,9 +424,15 @@ Result<Scenario> ParseScenarioYaml(std::string_view text, std::string_view sourc
 Result<Scenario> LoadScenarioFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::InvalidArgument("cannot read scenario file \"" + path + "\"");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseScenarioYaml(text.str(), path);
+  // One byte past the limit is enough to refuse the file: no more is read.
+  std::string text(kMaxScenarioBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return Status::InvalidArgument("cannot read scenario file \"" + path + "\"");
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxScenarioBytes) {
+    return Status::InvalidArgument("scenario file \"" + path + "\" is larger than 1 MiB");
+  }
+  return ParseScenarioYaml(text, path);
 }
 
 }  // namespace fusebox::app

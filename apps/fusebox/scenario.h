@@ -22,6 +22,7 @@
 #ifndef FUSEBOX_APPS_FUSEBOX_SCENARIO_H_
 #define FUSEBOX_APPS_FUSEBOX_SCENARIO_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -128,6 +129,10 @@ Result<Scenario> FindPreset(std::string_view name);
 //   errorBursts: [{start: 5s, duration: 10s, probability: 0.5}]
 //   breaker: none | {<Resilience4j property>: value, ...}
 Result<Scenario> ParseScenarioYaml(std::string_view text, std::string_view source);
+
+// A scenario file larger than this is refused unread (a scenario is a few
+// hundred bytes; the configuration loader's limit, fusebox/yaml/config.h).
+inline constexpr std::size_t kMaxScenarioBytes = 1 << 20;
 
 // Reads and parses the file at `path`.
 Result<Scenario> LoadScenarioFile(const std::string& path);

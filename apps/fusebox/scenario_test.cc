@@ -122,6 +122,9 @@ TEST(Scenario, YamlErrorsNameLineAndColumn) {
   EXPECT_NE(broken.find("end of sequence"), std::string::npos) << broken;
   EXPECT_EQ(LoadScenarioFile("/nonexistent/x.yaml").error().message(),
             "cannot read scenario file \"/nonexistent/x.yaml\"");
+  // Refused after 1 MiB and a byte, not read for ever.
+  EXPECT_EQ(LoadScenarioFile("/dev/zero").error().message(),
+            "scenario file \"/dev/zero\" is larger than 1 MiB");
 }
 
 TEST(Scenario, Flags) {

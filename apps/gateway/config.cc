@@ -15,6 +15,7 @@
 
 #include "apps/gateway/route.h"
 #include "fusebox/config_names.h"
+#include "fusebox/yaml/config.h"
 
 namespace fusebox::gateway {
 namespace {
@@ -685,9 +686,18 @@ Duration ProbeLease(const GatewayConfig& config) {
 Result<GatewayConfig> LoadGatewayConfig(const std::string& path, const GetEnv& getenv) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::InvalidArgument(path + ": cannot read the file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseGatewayConfig(text.str(), path, getenv);
+  // The configuration loader's limit (fusebox/yaml/config.h); one byte past
+  // it is enough to refuse the file, no more is read (a --config /dev/zero
+  // must not fill the memory).
+  std::string text(yaml::kMaxYamlBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return Status::InvalidArgument(path + ": cannot read the file");
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > yaml::kMaxYamlBytes) {
+    return Status::InvalidArgument(path + ": larger than " +
+                                   std::to_string(yaml::kMaxYamlBytes >> 20) + " MiB");
+  }
+  return ParseGatewayConfig(text, path, getenv);
 }
 
 CircuitBreakerConfig TransientTemplate(const BreakersConfig& b) {

@@ -314,6 +314,14 @@ TEST(GatewayConfig, MissingFileIsNamed) {
   EXPECT_EQ(c.error().message(), "/no/such/gateway.yaml: cannot read the file");
 }
 
+// The loader's byte limit holds for the file read itself: /dev/zero is never
+// done, and is refused after 1 MiB and one byte instead of filling memory.
+TEST(GatewayConfig, AFileOverOneMiBIsRefusedUnread) {
+  Result<GatewayConfig> c = LoadGatewayConfig("/dev/zero", Env(std::nullopt));
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().message(), "/dev/zero: larger than 1 MiB");
+}
+
 TEST(GatewayConfig, FleetTlsKeysAreReadOneByOne) {
   const std::string yaml = std::string(kGood) + R"(fleet:
   tls:

@@ -186,6 +186,13 @@ class YamlToJson {
       return Refuse(node, "nested more than " + std::to_string(yaml::kMaxYamlDepth) +
                               " levels deep (an alias that contains itself?)");
     }
+    // The path is held twice (the marks' key, and the children's prefix), a
+    // scalar once: a long one aliased many times is few values but much text.
+    bytes_ += 2 * path.size() + (node.IsScalar() ? node.Scalar().size() : 0);
+    if (bytes_ > yaml::kMaxYamlExpandedBytes) {
+      return Refuse(node, "more than " + std::to_string(yaml::kMaxYamlExpandedBytes >> 20) +
+                              " MiB of text (long values that aliases repeat?)");
+    }
     marks.emplace(path, node.Mark());
     switch (node.Type()) {
       case YAML::NodeType::Map: {
@@ -228,6 +235,7 @@ class YamlToJson {
   }
 
   int values_ = 0;
+  std::size_t bytes_ = 0;
   std::string refusal_;
 };
 

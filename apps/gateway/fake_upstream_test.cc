@@ -415,7 +415,15 @@ TEST(FakeScriptTest, AliasExpansionSizeAndDepthAreBounded) {
 
   auto large = ParseFakeRoutesYaml(std::string(yaml::kMaxYamlBytes + 1, '#'));
   ASSERT_FALSE(large.has_value());
-  EXPECT_EQ(large.error().message(), "1:1: larger than 4 MiB");
+  EXPECT_EQ(large.error().message(), "1:1: larger than 1 MiB");
+
+  // Few values, much text: a 512 KiB body aliased 70 times.
+  std::string bodies = "x: &x \"" + std::string(std::size_t{1} << 19, 'a') + "\"\nroutes: [*x";
+  for (int i = 1; i < 70; ++i) bodies += ",*x";
+  auto text = ParseFakeRoutesYaml(bodies + "]\n");
+  ASSERT_FALSE(text.has_value());
+  EXPECT_THAT(std::string(text.error().message()),
+              HasSubstr(": more than 32 MiB of text (long values that aliases repeat?)"));
 }
 
 TEST(FakeScriptTest, JsonNumberTooLargeIsAnErrorNotAThrow) {

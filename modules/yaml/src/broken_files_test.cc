@@ -44,6 +44,7 @@ constexpr const char* kCases[] = {
     "21_section_beside_resilience4j",
     "22_empty_file",
     "23_typo_in_profile_document",
+    "24_stray_comma",
 };
 
 std::string ReadFile(const std::string& path) {

@@ -1067,7 +1067,11 @@ void FormatSection(std::string& out, const Policy<S>& policy, const Section<S>& 
     if (list.empty()) continue;
     out += configs ? "    configs:\n" : "    instances:\n";
     for (const Named<S>& n : list) {
-      out += "      " + KeyText(n.name) + ":\n";
+      const std::string key = KeyText(n.name);
+      // YAML caps an implicit key at 1024 characters; a longer one (a name of
+      // control characters, each escaped to four) is written as an explicit
+      // key, which has no cap.
+      out += key.size() < 1000 ? "      " + key + ":\n" : "      ? " + key + "\n      :\n";
       for (const auto& p : policy.properties) {
         out += "        " + std::string(p.name) + ": " + p.get(n.settings, p.name) + "\n";
       }

@@ -1,11 +1,14 @@
 #include "src/tree.h"
 
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -159,7 +162,11 @@ const Node* Node::Find(std::string_view child_key) const {
 }
 
 std::string JoinPath(std::string_view parent, std::string_view segment) {
-  std::string path(parent);
+  std::string path;
+  // Exactly: appending to a copy would double its capacity, and a tree holds
+  // a path per value.
+  path.reserve(parent.size() + segment.size() + 3);
+  path += parent;
   if (!path.empty()) path += '.';
   if (segment.find('.') != std::string_view::npos) {
     path += '[';
@@ -176,8 +183,24 @@ namespace {
 // Deeper than any configuration; bounds our recursion, and an alias cycle.
 constexpr int kMaxDepth = kMaxYamlDepth;
 // Aliases let a small text describe a huge tree ("billion laughs"); we copy
-// what they point to, so the copy is bounded.
+// what they point to, so the copy is bounded: in values, and in the bytes of
+// the keys, paths, values and messages it holds (a few long strings aliased
+// many times are few values but a gigabyte of text).
 constexpr int kMaxNodes = kMaxYamlValues;
+constexpr std::size_t kMaxBytes = kMaxYamlExpandedBytes;
+
+// "a.b" + 2 -> "a.b[2]"; "a.b" + nullopt -> "a.b[]". Reserved exactly, as in
+// JoinPath.
+std::string ItemPath(std::string_view parent, std::optional<int> index) {
+  const std::string digits = index ? std::to_string(*index) : std::string();
+  std::string path;
+  path.reserve(parent.size() + digits.size() + 2);
+  path += parent;
+  path += '[';
+  path += digits;
+  path += ']';
+  return path;
+}
 
 Mark ToMark(const YAML::Mark& m) {
   if (m.is_null() || m.line < 0) return {};
@@ -209,12 +232,14 @@ class Builder {
                     " levels deep (an alias that contains itself?)");
       return;
     }
+    if (!Spend(out.path.size() + out.key.size(), out)) return;
     // An empty value has no position of its own worth showing (yaml-cpp puts
     // it where the next token starts); its key's stands for it.
     if (const Mark m = ToMark(yn.Mark()); m.line > 0 && !yn.IsNull()) out.mark = m;
     switch (yn.Type()) {
       case YAML::NodeType::Scalar:
         out.kind = Node::Kind::kScalar;
+        if (!Spend(yn.Scalar().size(), out)) return;
         out.scalar = yn.Scalar();
         return;
       case YAML::NodeType::Sequence: {
@@ -222,7 +247,7 @@ class Builder {
         int i = 0;
         for (const YAML::Node& item : yn) {
           Node child;
-          child.path = out.path + "[" + std::to_string(i++) + "]";
+          child.path = ItemPath(out.path, i++);
           child.mark = out.mark;
           Convert(item, child, depth + 1);
           out.children.push_back(std::move(child));
@@ -248,6 +273,7 @@ class Builder {
     for (const auto& [yk, yv] : entries) {
       const Mark key_mark = ToMark(yk.Mark());
       if (!yk.IsScalar()) {
+        if (!Spend(out.path.size(), out)) return;
         diags_.Error(key_mark, out.path, "a key must be a string, not a list or a map");
         continue;
       }
@@ -258,6 +284,7 @@ class Builder {
       }
       std::vector<Segment> segments;
       if (!Split(yk.Scalar(), segments)) {
+        if (!Spend(out.path.size() + yk.Scalar().size(), out)) return;
         diags_.Error(key_mark, out.path.empty() ? yk.Scalar() : out.path + "." + yk.Scalar(),
                      "bad key: empty segment or unclosed '[' (write a dotted name in "
                      "brackets, \"[a.b]\")");
@@ -274,6 +301,7 @@ class Builder {
         child.mark = child.key_mark;
         if (i + 1 < segments.size()) {
           child.kind = Node::Kind::kMap;
+          if (!Spend(child.path.size() + child.key.size(), out)) return;
         } else {
           Convert(yv, child, depth + 1);
         }
@@ -298,12 +326,13 @@ class Builder {
       }
       for (Node& source : sources) {
         if (source.kind != Node::Kind::kMap) {
+          if (!Spend(out.path.size(), out)) return;
           diags_.Error(merged_mark, out.path, "<< (merge key) must name a map or a list of maps");
           continue;
         }
         for (Node& entry : source.children) {
           if (out.Find(entry.key) == nullptr) {
-            Reroot(entry, out.path);
+            if (!Reroot(entry, out.path)) return;
             out.children.push_back(std::move(entry));
           }
         }
@@ -311,16 +340,20 @@ class Builder {
     }
   }
 
-  // A merged entry was converted under its anchor's path; give it ours.
-  static void Reroot(Node& n, const std::string& parent_path) {
+  // A merged entry was converted under its anchor's path; give it ours (a
+  // longer path is text too: false once that passes the limit).
+  bool Reroot(Node& n, const std::string& parent_path) {
+    if (!Spend(parent_path.size() + n.key.size() + 3, n)) return false;
     n.path = JoinPath(parent_path, n.key);
     for (Node& c : n.children) {
       if (n.kind == Node::Kind::kMap) {
-        Reroot(c, n.path);
+        if (!Reroot(c, n.path)) return false;
       } else {
-        c.path = n.path + "[]";
+        if (!Spend(n.path.size() + 2, n)) return false;
+        c.path = ItemPath(n.path, std::nullopt);
       }
     }
+    return true;
   }
 
   // Adds `child` to `parent` (a map), merging maps; returns the node now at
@@ -341,6 +374,7 @@ class Builder {
         }
         return &existing;
       }
+      if (!Spend(child.path.size(), child)) return nullptr;
       diags_.Error(child.key_mark, child.path,
                    "given twice (first at line " + std::to_string(existing.key_mark.line) +
                        ", column " + std::to_string(existing.key_mark.column) + ")");
@@ -377,6 +411,17 @@ class Builder {
     }
   }
 
+  // Counts `bytes` of text about to be held; false (and the conversion
+  // stopped) past kMaxBytes.
+  bool Spend(std::size_t bytes, const Node& at) {
+    if (stopped_) return false;
+    bytes_ += bytes;
+    if (bytes_ <= kMaxBytes) return true;
+    Stop(at, "more than " + std::to_string(kMaxBytes >> 20) +
+                 " MiB of text (long values that aliases repeat?)");
+    return false;
+  }
+
   void Stop(const Node& at, const std::string& why) {
     stopped_ = true;
     // The path of a runaway alias is runaway too: show where it starts.
@@ -386,6 +431,7 @@ class Builder {
 
   Diagnostics& diags_;
   int nodes_ = 0;
+  std::size_t bytes_ = 0;
   bool stopped_ = false;
 };
 
@@ -419,6 +465,48 @@ std::optional<Node> ParseTree(std::string_view text, Diagnostics& diags) {
   return root;
 }
 
+namespace {
+
+// Only the start of each document matters here.
+class DocumentStarts final : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// yaml-cpp 0.7's LoadAll never returns on a token no node can start with (a
+// ',' at the top level): the parser reports an empty document there without
+// consuming it, again and again, and LoadAll keeps them, at gigabytes a
+// minute (yaml-cpp issue 1040; fixed upstream after 0.8). A document that
+// starts where the one before it started is that loop. Where it is, or
+// nullopt; a syntax error throws as LoadAll would.
+std::optional<YAML::Mark> FindStall(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts events;
+  while (parser.HandleNextDocument(events)) {
+    const std::size_t n = events.starts.size();
+    if (n >= 2 && events.starts[n - 1].pos == events.starts[n - 2].pos) {
+      return events.starts[n - 1];
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::vector<Document>> ParseDocuments(std::string_view text, Diagnostics& diags) {
   if (text.size() > kMaxInputBytes) {
     diags.Error({}, "", "larger than " + std::to_string(kMaxInputBytes >> 20) + " MiB");
@@ -427,7 +515,13 @@ std::optional<std::vector<Document>> ParseDocuments(std::string_view text, Diagn
   if (!CheckUtf8(text, diags)) return std::nullopt;
   std::vector<YAML::Node> yaml_docs;
   try {
-    yaml_docs = YAML::LoadAll(std::string(text));
+    const std::string copy(text);
+    if (const std::optional<YAML::Mark> stall = FindStall(copy)) {
+      diags.Error(ToMark(*stall), "",
+                  "not valid YAML: a token that belongs to no node (a ',' outside [ ] or { }?)");
+      return std::nullopt;
+    }
+    yaml_docs = YAML::LoadAll(copy);
   } catch (const YAML::Exception& e) {
     diags.Error(ToMark(e.mark), "", "not valid YAML: " + e.msg);
     return std::nullopt;

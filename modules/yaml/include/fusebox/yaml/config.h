@@ -77,10 +77,15 @@ namespace fusebox::yaml {
 
 // The limits on every YAML text fusebox reads: this loader, and the scripts of
 // `fusebox fake-upstream --script`. A larger file, a document of more values
-// once its aliases are expanded (a "billion laughs" is a few lines), or one
+// once its aliases are expanded (a "billion laughs" is a few lines), one whose
+// text grows past kMaxYamlExpandedBytes that way (a few long strings, aliased
+// many times: every key, value and path the loader holds counts), or one
 // nested deeper, is refused with an error naming the limit.
-inline constexpr std::size_t kMaxYamlBytes = 4 << 20;
+// The byte limit is yaml-cpp's: it holds a few hundred bytes per token of
+// the text (1.4 GB for 4 MiB of "[]"), before any of our limits can apply.
+inline constexpr std::size_t kMaxYamlBytes = 1 << 20;
 inline constexpr int kMaxYamlValues = 100'000;
+inline constexpr std::size_t kMaxYamlExpandedBytes = 32 << 20;
 inline constexpr int kMaxYamlDepth = 64;
 
 // Resilience4j's interval-function properties, which a breaker uses for its

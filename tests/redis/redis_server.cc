@@ -21,7 +21,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// `name` in PATH (then /usr/sbin and /usr/bin), or "".
+}  // namespace
+
 std::string FindInPath(std::string_view name) {
   const char* path = std::getenv("PATH");
   std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
@@ -34,6 +35,8 @@ std::string FindInPath(std::string_view name) {
   }
   return "";
 }
+
+namespace {
 
 std::string FindRedisServer() {
   if (const char* env = std::getenv("FUSEBOX_REDIS_SERVER"); env != nullptr && *env != '\0') {

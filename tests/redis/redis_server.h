@@ -154,6 +154,9 @@ class RedisServer {
 // a fixed sleep.
 bool PollUntil(const std::function<bool()>& done, Duration bound = std::chrono::seconds(5));
 
+// `name` in PATH (then /usr/sbin and /usr/bin), or "".
+std::string FindInPath(std::string_view name);
+
 // A 127.0.0.1 port that was free a moment ago (nothing listens on it).
 Result<int> FreeLoopbackPort();
 

@@ -37,6 +37,7 @@ using testing::PollUntil;
 using testing::RedisSentinelConfig;
 using testing::RedisServer;
 using testing::Trip;
+using testing::Warm;
 
 constexpr std::string_view kCircuit = "meta:read:17841400000000000:quota";
 constexpr Duration kOpen = milliseconds(300);
@@ -132,19 +133,7 @@ class RedisSentinelTest : public ::testing::Test {
   std::unique_ptr<CircuitBreaker> Breaker(std::shared_ptr<SharedState> store,
                                           std::string_view circuit = kCircuit,
                                           Duration open = kOpen) {
-    CircuitBreakerConfig c;
-    c.sliding_window_size = 4;
-    c.minimum_number_of_calls = 4;
-    c.permitted_number_of_calls_in_half_open_state = 1;
-    c.wait_duration_in_open_state = open;
-    c.shared_state = std::move(store);
-    c.shared_probe_lease = seconds(5);
-    return *CircuitBreaker::Create(std::string(circuit), std::move(c), clock_);
-  }
-
-  static void Warm(CircuitBreaker& b) {
-    auto p = b.TryAcquire();
-    if (p) p->Success(milliseconds(1));
+    return testing::FleetBreaker(std::move(store), circuit, open, clock_);
   }
 
   // The circuit as the server at `port` holds it.
@@ -165,23 +154,9 @@ class RedisSentinelTest : public ::testing::Test {
   // Every breaker of `fleet` tries at once after the recovery time: exactly
   // one probes, and its success closes them all.
   void OneProbeClosesTheFleet(std::vector<CircuitBreaker*> fleet, int primary_port) {
-    ASSERT_TRUE(PollUntil([&] { return StateOn(primary_port) == ReadResult::State::kHalfOpen; }));
-    clock_.Advance(kOpen + milliseconds(1));
-    std::optional<Permit> permit;
-    int probes = 0;
-    for (CircuitBreaker* b : fleet) {
-      auto p = b->TryAcquire();
-      if (!p) continue;
-      ++probes;
-      permit.emplace(std::move(*p));
-    }
-    ASSERT_EQ(probes, 1) << "one probe per recovery";
-    permit->Success(milliseconds(3));
-    EXPECT_TRUE(PollUntil([&] {
-      for (CircuitBreaker* b : fleet)
-        if (b->state() != State::kClosed) return false;
-      return true;
-    }));
+    testing::OneProbeClosesTheFleet(std::move(fleet), clock_, kOpen, [&] {
+      return StateOn(primary_port) == ReadResult::State::kHalfOpen;
+    });
   }
 
   fusebox::testing::ManualClock clock_;

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 #include <utility>
 
+#include "src/cluster.h"
 #include "src/sentinel.h"
 #include "src/transport.h"
 
@@ -65,7 +67,14 @@ std::string_view OperationName(std::span<const std::string_view> args) {
 
 }  // namespace
 
-Connection::Connection(ConnectionOptions options) : options_(std::move(options)) {}
+Connection::Connection(ConnectionOptions options) : options_(std::move(options)) {
+  if (!options_.cluster_nodes.empty()) {
+    cluster_ = std::make_unique<internal::ClusterRoute>();
+    // Each connection starts at a seed of its own, so that a fleet's
+    // subscribers spread over the nodes instead of all landing on the first.
+    cluster_->preferred = std::random_device()() % options_.cluster_nodes.size();
+  }
+}
 
 Connection::~Connection() { Drop(); }
 
@@ -84,6 +93,10 @@ void Connection::Drop() {
   pending_ = 0;
   subscribed_ = false;
   queued_.clear();
+  if (cluster_ != nullptr) {
+    cluster_->nodes.clear();
+    cluster_->last_node.reset();
+  }
 }
 
 Status Connection::Reconnect() {
@@ -112,6 +125,7 @@ Status Connection::Break(std::string_view operation, std::string_view detail) {
 }
 
 Status Connection::Open() {
+  if (cluster_ != nullptr) return OpenCluster();
   if (options_.sentinels.empty()) return Handshake(options_.connect_timeout);
   // Sentinel mode: each sentinel in turn, from the last one that answered,
   // all within one connect timeout.
@@ -315,6 +329,20 @@ Result<Reply> Connection::Command(std::span<const std::string_view> args) {
     return Error(StatusCode::kInvalidArgument, op,
                  std::to_string(pending_) + " pipelined replies are unread; ReadReply() first");
   }
+  if (cluster_ != nullptr && !args.empty()) {
+    if (internal::EqualsNoCase(args[0], "SCAN")) return ScanCluster(args);
+    if (internal::RoutingKey(args) || internal::EqualsNoCase(args[0], "WAIT")) {
+      const std::vector<std::string_view> command(args.begin(), args.end());
+      Result<std::vector<Reply>> r = Route(std::span(&command, 1));
+      if (!r) return std::move(r).error();
+      return std::move(r->front());
+    }
+  }
+  return CommandHere(args);
+}
+
+Result<Reply> Connection::CommandHere(std::span<const std::string_view> args) {
+  const std::string_view op = OperationName(args);
   if (Status s = Append(args); !s.ok()) return s;
   Result<Reply> r = GetReply(op);
   if (r) {
@@ -335,6 +363,12 @@ Result<std::vector<Reply>> Connection::Pipeline(
     return Error(StatusCode::kInvalidArgument, op,
                  std::to_string(pending_) + " pipelined replies are unread; ReadReply() first");
   }
+  if (cluster_ != nullptr) return Route(commands);
+  return PipelineHere(commands);
+}
+
+Result<std::vector<Reply>> Connection::PipelineHere(
+    std::span<const std::vector<std::string_view>> commands) {
   for (const std::vector<std::string_view>& c : commands) {
     if (Status s = Append(c); !s.ok()) return s;
   }

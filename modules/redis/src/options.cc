@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "fusebox/config_names.h"
 
@@ -18,9 +19,11 @@ namespace {
 constexpr std::string_view kScheme = "redis://";
 constexpr std::string_view kTlsScheme = "rediss://";
 constexpr std::string_view kSentinelScheme = "redis-sentinel://";
+constexpr std::string_view kClusterScheme = "redis-cluster://";
 constexpr int kSentinelPort = 26379;
+constexpr int kRedisPort = 6379;
 
-enum class Scheme { kPlain, kTls, kSentinel };
+enum class Scheme { kPlain, kTls, kSentinel, kCluster };
 
 Status UrlError(std::string_view what) {
   return Status::InvalidArgument("redis URL: " + std::string(what));
@@ -155,8 +158,9 @@ Status ApplyQuery(std::string_view query, Scheme scheme, ConnectionOptions& opti
     if (index == 6 && scheme != Scheme::kSentinel) {
       return UrlError(ShownKey(key) + " is a Sentinel setting: it needs redis-sentinel://");
     }
-    if (index < 4 && scheme == Scheme::kSentinel) {
-      return UrlError(ShownKey(key) + " is a TLS setting: not supported on redis-sentinel://");
+    if (index < 4 && (scheme == Scheme::kSentinel || scheme == Scheme::kCluster)) {
+      return UrlError(ShownKey(key) + " is a TLS setting: not supported on " +
+                      (scheme == Scheme::kSentinel ? "redis-sentinel://" : "redis-cluster://"));
     }
     if (index < 4 && scheme != Scheme::kTls) {
       return UrlError(ShownKey(key) + " is a TLS setting: it needs rediss://");
@@ -219,44 +223,87 @@ Status CheckMasterName(std::string_view name, std::string_view what) {
   return Status();
 }
 
-// The sentinel fields, when there are sentinels (host and port are then
-// where the last connect found the primary, if it has run).
-Status ValidateSentinels(const ConnectionOptions& o) {
-  if (o.sentinels.size() > kMaxSentinels) {
-    return Status::InvalidArgument("redis options: " + std::to_string(o.sentinels.size()) +
-                                   " sentinels, at most " + std::to_string(kMaxSentinels));
+// A list of addresses (sentinels, cluster seeds): at most `max`, each with
+// a host and a port in range; `what` names one ("sentinel").
+template <typename Address>
+Status CheckAddresses(const std::vector<Address>& list, std::size_t max, const std::string& what) {
+  if (list.size() > max) {
+    return Status::InvalidArgument("redis options: " + std::to_string(list.size()) + " " + what +
+                                   "s, at most " + std::to_string(max));
   }
-  for (std::size_t i = 0; i < o.sentinels.size(); ++i) {
-    const std::string which = "redis options: sentinel " + std::to_string(i + 1) + ": ";
-    if (o.sentinels[i].host.empty()) return Status::InvalidArgument(which + "host is empty");
-    if (o.sentinels[i].port < 1 || o.sentinels[i].port > 65535) {
-      return Status::InvalidArgument(which + "port " + std::to_string(o.sentinels[i].port) +
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string which = "redis options: " + what + " " + std::to_string(i + 1) + ": ";
+    if (list[i].host.empty()) return Status::InvalidArgument(which + "host is empty");
+    if (list[i].port < 1 || list[i].port > 65535) {
+      return Status::InvalidArgument(which + "port " + std::to_string(list[i].port) +
                                      " is not in 1..65535");
     }
   }
+  return Status();
+}
+
+// The sentinel fields, when there are sentinels (host and port are then
+// where the last connect found the primary, if it has run).
+Status ValidateSentinels(const ConnectionOptions& o) {
+  if (Status s = CheckAddresses(o.sentinels, kMaxSentinels, "sentinel"); !s.ok()) return s;
   return CheckMasterName(o.master_name, "redis options: master_name");
 }
 
-}  // namespace
+// The cluster fields, when there are cluster nodes.
+Status ValidateCluster(const ConnectionOptions& o) {
+  if (Status s = CheckAddresses(o.cluster_nodes, kMaxClusterSeeds, "cluster node"); !s.ok()) {
+    return s;
+  }
+  if (!o.sentinels.empty()) {
+    return Status::InvalidArgument("redis options: cluster_nodes and sentinels exclude each other");
+  }
+  if (o.db != 0) {
+    return Status::InvalidArgument("redis options: db " + std::to_string(o.db) +
+                                   ": a Redis Cluster has only database 0");
+  }
+  if (o.tls) return Status::InvalidArgument("redis options: TLS is not supported with a cluster");
+  return Status();
+}
 
-std::string SentinelAddress::Endpoint() const {
+std::string HostPort(const std::string& host, int port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);
 }
 
+}  // namespace
+
+std::string SentinelAddress::Endpoint() const { return HostPort(host, port); }
+
+std::string NodeAddress::Endpoint() const { return HostPort(host, port); }
+
 std::string ConnectionOptions::Endpoint() const {
   if (!sentinels.empty() && host.empty()) return "sentinel master '" + master_name + "'";
-  return SentinelAddress{host, port}.Endpoint();
+  if (!cluster_nodes.empty() && host.empty()) {
+    std::string out = "cluster " + cluster_nodes[0].Endpoint();
+    if (cluster_nodes.size() > 1) {
+      out += " (+" + std::to_string(cluster_nodes.size() - 1) + " seeds)";
+    }
+    return out;
+  }
+  return HostPort(host, port);
 }
 
 std::string ConnectionOptions::Describe() const {
-  std::string out(!sentinels.empty() ? kSentinelScheme : tls ? kTlsScheme : kScheme);
+  std::string out(!sentinels.empty()       ? kSentinelScheme
+                  : !cluster_nodes.empty() ? kClusterScheme
+                  : tls                    ? kTlsScheme
+                                           : kScheme);
   if (!username.empty() || !password.empty()) {
     out += username;
     if (!password.empty()) out += ":***";
     out += "@";
   }
-  if (sentinels.empty()) {
+  if (!cluster_nodes.empty()) {
+    for (std::size_t i = 0; i < cluster_nodes.size(); ++i) {
+      if (i > 0) out += ',';
+      out += cluster_nodes[i].Endpoint();
+    }
+  } else if (sentinels.empty()) {
     out += Endpoint();
   } else {
     for (std::size_t i = 0; i < sentinels.size(); ++i) {
@@ -265,7 +312,7 @@ std::string ConnectionOptions::Describe() const {
     }
     out += "/" + master_name;
   }
-  out += "/" + std::to_string(db);
+  if (cluster_nodes.empty()) out += "/" + std::to_string(db);
   char sep = '?';
   for (const auto& [key, value] :
        {std::pair<std::string_view, std::string_view>{"ca_file", ca_file},
@@ -308,7 +355,12 @@ void ConnectionOptions::Warn(std::string_view event, std::string_view message) c
 }
 
 Status ConnectionOptions::Validate() const {
-  if (sentinels.empty()) {
+  if (!cluster_nodes.empty()) {
+    if (Status s = ValidateCluster(*this); !s.ok()) return s;
+  }
+  if (!cluster_nodes.empty() && host.empty()) {
+    // The node to ask is found by each connect.
+  } else if (sentinels.empty()) {
     if (!master_name.empty() || !sentinel_password.empty()) {
       return Status::InvalidArgument(
           "redis options: master_name and sentinel_password need sentinels");
@@ -448,17 +500,27 @@ Result<SentinelAddress> ParseHostPort(std::string_view hostport, int default_por
   return out;
 }
 
-// "host:port,host:port" into options.sentinels.
-Status ParseSentinelList(std::string_view list, ConnectionOptions& options) {
+// "host:port,host:port" into options.sentinels (Sentinel) or
+// options.cluster_nodes (Cluster).
+Status ParseHostList(std::string_view list, Scheme scheme, ConnectionOptions& options) {
+  const bool sentinel = scheme == Scheme::kSentinel;
+  const std::size_t max = sentinel ? kMaxSentinels : kMaxClusterSeeds;
+  const std::string what = sentinel ? "sentinel " : "cluster node ";
   for (std::size_t index = 1;; ++index) {
     const std::size_t comma = list.find(',');
-    if (index > kMaxSentinels) {
-      return UrlError("more than " + std::to_string(kMaxSentinels) + " sentinels");
+    if (index > max) {
+      return UrlError("more than " + std::to_string(max) +
+                      (sentinel ? " sentinels" : " cluster nodes"));
     }
-    Result<SentinelAddress> address = ParseHostPort(list.substr(0, comma), kSentinelPort,
-                                                    "sentinel " + std::to_string(index) + ": ");
+    Result<SentinelAddress> address =
+        ParseHostPort(list.substr(0, comma), sentinel ? kSentinelPort : kRedisPort,
+                      what + std::to_string(index) + ": ");
     if (!address) return address.error();
-    options.sentinels.push_back(std::move(*address));
+    if (sentinel) {
+      options.sentinels.push_back(std::move(*address));
+    } else {
+      options.cluster_nodes.push_back({std::move(address->host), address->port});
+    }
     if (comma == std::string_view::npos) return Status();
     list = list.substr(comma + 1);
   }
@@ -489,12 +551,14 @@ Status ParseSentinelPath(std::string_view path, ConnectionOptions& options) {
 Result<ConnectionOptions> ParseRedisUrl(std::string_view url) {
   const Scheme scheme = url.starts_with(kTlsScheme)        ? Scheme::kTls
                         : url.starts_with(kSentinelScheme) ? Scheme::kSentinel
+                        : url.starts_with(kClusterScheme)  ? Scheme::kCluster
                                                            : Scheme::kPlain;
   if (scheme == Scheme::kPlain && !url.starts_with(kScheme)) {
-    return UrlError("must start with redis://, rediss:// or redis-sentinel://");
+    return UrlError("must start with redis://, rediss://, redis-sentinel:// or redis-cluster://");
   }
   std::string_view rest = url.substr(scheme == Scheme::kTls        ? kTlsScheme.size()
                                      : scheme == Scheme::kSentinel ? kSentinelScheme.size()
+                                     : scheme == Scheme::kCluster  ? kClusterScheme.size()
                                                                    : kScheme.size());
   if (const std::size_t q = rest.find_first_of("?#"); q != std::string_view::npos) {
     // A '@' after it means the '?' or '#' was inside the user info: most
@@ -523,8 +587,16 @@ Result<ConnectionOptions> ParseRedisUrl(std::string_view url) {
   if (!hosts) return hosts.error();
   if (scheme == Scheme::kSentinel) {
     options.host.clear();  // Found by each connect.
-    if (Status s = ParseSentinelList(*hosts, options); !s.ok()) return s;
+    if (Status s = ParseHostList(*hosts, scheme, options); !s.ok()) return s;
     if (Status s = ParseSentinelPath(path, options); !s.ok()) return s;
+    return options;
+  }
+  if (scheme == Scheme::kCluster) {
+    options.host.clear();  // The node asked is chosen by each connect.
+    if (Status s = ParseHostList(*hosts, scheme, options); !s.ok()) return s;
+    if (!path.empty() && path != "0") {
+      return UrlError("a Redis Cluster has only database 0: no path but /0 on redis-cluster://");
+    }
     return options;
   }
   Result<SentinelAddress> address = ParseHostPort(*hosts, options.port, "");

@@ -153,7 +153,7 @@ TEST(ParseRedisUrl, NamesWhatIsWrong) {
     const char* url;
     const char* says;
   } cases[] = {
-      {"http://host", "must start with redis://, rediss:// or redis-sentinel://"},
+      {"http://host", "must start with redis://, rediss://, redis-sentinel:// or redis-cluster://"},
       {"redis://", "host is empty"},
       {"redis://:6379", "host is empty"},
       {"redis://host:", "port after ':' is empty"},
@@ -349,7 +349,8 @@ TEST(ParseRedisUrl, SentinelErrorsNameThePart) {
       {"redis://h?sentinel_password=x", "is a Sentinel setting: it needs redis-sentinel://"},
       {"redis-sentinel://s1/m?sentinel_password=", "'sentinel_password' is empty"},
       {"redis-sentinel://s1/m?sentinel_password=%zz", "percent-encoding in query parameter"},
-      {"sentinel://s1/m", "must start with redis://, rediss:// or redis-sentinel://"},
+      {"sentinel://s1/m",
+       "must start with redis://, rediss://, redis-sentinel:// or redis-cluster://"},
   };
   for (const Case& c : cases) {
     const Status s = ParseError(c.url);
@@ -397,6 +398,76 @@ TEST(ConnectionOptions, ValidateChecksSentinelFields) {
   EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("master_name is empty"));
   o.master_name = "m";
   o.sentinels.resize(kMaxSentinels + 1, {"s", 26379});
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("at most 16"));
+}
+
+// --- Cluster (redis-cluster://) ----------------------------------------------------
+
+TEST(ParseRedisUrl, ClusterSeedsAndQuery) {
+  Result<ConnectionOptions> o =
+      ParseRedisUrl("redis-cluster://:pw@n1:7000,n2,[::1]:7002?timeout=100ms&wait_replicas=1");
+  ASSERT_TRUE(o.has_value()) << o.error();
+  ASSERT_EQ(o->cluster_nodes.size(), 3u);
+  EXPECT_EQ(o->cluster_nodes[0].host, "n1");
+  EXPECT_EQ(o->cluster_nodes[0].port, 7000);
+  EXPECT_EQ(o->cluster_nodes[1].port, 6379);  // Redis' default port
+  EXPECT_EQ(o->cluster_nodes[2].host, "::1");
+  EXPECT_TRUE(o->host.empty());
+  EXPECT_EQ(o->password, "pw");
+  EXPECT_EQ(o->command_timeout, std::chrono::milliseconds(100));
+  EXPECT_EQ(o->wait_replicas, 1);
+  EXPECT_TRUE(o->Validate().ok()) << o->Validate();
+  EXPECT_EQ(o->Endpoint(), "cluster n1:7000 (+2 seeds)");
+  EXPECT_EQ(o->Describe(),
+            "redis-cluster://:***@n1:7000,n2:6379,[::1]:7002?wait_replicas=1&wait_timeout=100ms");
+  EXPECT_TRUE(ParseRedisUrl("redis-cluster://n1/0").has_value());
+}
+
+TEST(ParseRedisUrl, ClusterErrorsNameThePartAndNeverThePassword) {
+  std::string seventeen = "redis-cluster://";
+  for (int i = 0; i < 17; ++i) seventeen += (i == 0 ? "h" : ",h");
+  struct Case {
+    std::string url;
+    const char* says;
+  } cases[] = {
+      {"redis-cluster://n1,n2:0", "cluster node 2: port 0 is not in 1..65535"},
+      {"redis-cluster://n1,,n3", "cluster node 2: the host is empty"},
+      {"redis-cluster://n1/2", "a Redis Cluster has only database 0"},
+      {"redis-cluster://n1?ca_file=/ca", "not supported on redis-cluster://"},
+      {"redis-cluster://n1?sentinel_password=x", "it needs redis-sentinel://"},
+      {seventeen, "more than 16 cluster nodes"},
+      {"redis-cluster://:Tr0ub4dor3xyz@n1:99999", "port 99999 is not in 1..65535"},
+      {"redis-cluster://n1:Tr0ub4dor3xyz,n2", "cluster node 1: the port is not a number"},
+  };
+  for (const Case& c : cases) {
+    const Status s = ParseError(c.url);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.url;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.says)) << c.url;
+    EXPECT_THAT(s.ToString(), Not(HasSubstr("Tr0ub"))) << s;
+  }
+}
+
+TEST(ConnectionOptions, ValidateChecksClusterFields) {
+  ConnectionOptions o;
+  o.host.clear();
+  o.cluster_nodes = {{"n1", 7000}, {"", 7001}};
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("cluster node 2: host is empty"));
+  o.cluster_nodes[1] = {"n2", 70000};
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("cluster node 2: port 70000"));
+  o.cluster_nodes[1].port = 7001;
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
+  o.db = 1;
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("only database 0"));
+  o.db = 0;
+  o.tls = true;
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("TLS is not supported"));
+  o.tls = false;
+  o.sentinels = {{"s", 26379}};
+  o.master_name = "m";
+  EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("exclude each other"));
+  o.sentinels.clear();
+  o.master_name.clear();
+  o.cluster_nodes.resize(kMaxClusterSeeds + 1, {"n", 7000});
   EXPECT_THAT(std::string(o.Validate().message()), HasSubstr("at most 16"));
 }
 

@@ -27,6 +27,14 @@
 //     Nothing reconnects behind the caller's back, so a dead Redis costs the
 //     caller one timeout, not one per call, and the caller decides when to
 //     try again.
+//   - With options.cluster_nodes (Redis Cluster), Connect() and Reconnect()
+//     ask a seed for the slot map (CLUSTER SLOTS); Command() and Pipeline()
+//     then send each keyed command to the primary serving its slot, over a
+//     connection to that node made when first needed, and follow MOVED and
+//     ASK; SCAN walks every primary. Keyless commands, Append(), Ping() and
+//     subscriptions stay on the node the map came from. An I/O error on any
+//     node breaks the whole connection, so that Reconnect() reads the map
+//     afresh. A pipeline's keyed commands must share one slot.
 //   - Subscriber mode: after Subscribe(), only ReadMessage() and Ping() are
 //     allowed (RESP2 forbids other commands on a subscribed connection), so a
 //     subscriber needs a connection of its own.
@@ -76,6 +84,7 @@ namespace fusebox::redis {
 
 namespace internal {
 class Transport;
+struct ClusterRoute;
 }  // namespace internal
 
 // A message received on a subscribed channel.
@@ -154,6 +163,9 @@ class Connection {
   // is bounded by options.command_timeout.
   Result<std::optional<PubSubMessage>> ReadMessage(Duration timeout);
 
+  // Cluster mode: MOVED and ASK replies followed since Connect(). 0 otherwise.
+  std::int64_t cluster_redirects() const;
+
   // The Status for a Redis error reply to `operation` (a command name): the
   // server's text after "redis host:port: operation: ". kUnavailable for
   // errors that mean "not now" (LOADING, BUSY, READONLY after a failover,
@@ -169,6 +181,27 @@ class Connection {
   // Connects to options_.host:port and runs the handshake, each wait bounded
   // by `timeout`.
   Status Handshake(Duration timeout);
+  // Cluster mode (cluster.cc): connects to a seed (or a node of the last
+  // map) that gives a slot map, within the connect timeout.
+  Status OpenCluster();
+  // Reads CLUSTER SLOTS on this connection into the route's map.
+  Status LoadSlotMap();
+  // Sends `commands` (keyed ones sharing a slot) where their slot is served,
+  // following redirects; keyless ones here (WAIT: where the last keyed
+  // command went).
+  Result<std::vector<Reply>> Route(std::span<const std::vector<std::string_view>> commands);
+  // `commands` on `node` (this connection or another node's), with ASKING
+  // before each when `asking`.
+  Result<std::vector<Reply>> SendTo(Connection& node,
+                                    std::span<const std::vector<std::string_view>> commands,
+                                    bool asking);
+  // This connection or the route's connection to `node`, made if need be.
+  Result<Connection*> NodeConnection(const NodeAddress& node);
+  // SCAN over every primary in turn: the cursor is "<node>:<cursor>".
+  Result<Reply> ScanCluster(std::span<const std::string_view> args);
+  // Command() and Pipeline() on this connection's own socket.
+  Result<Reply> CommandHere(std::span<const std::string_view> args);
+  Result<std::vector<Reply>> PipelineHere(std::span<const std::vector<std::string_view>> commands);
   // Breaks the connection on a READONLY reply in Sentinel mode.
   void BreakIfDemoted(std::string_view operation, const Reply& reply);
   // Marks the connection broken (drops the socket) and returns the
@@ -196,7 +229,8 @@ class Connection {
   std::size_t pending_ = 0;
   std::size_t preferred_sentinel_ = 0;  // Asked first by the next Open().
   bool subscribed_ = false;
-  std::deque<PubSubMessage> queued_;  // Messages read while waiting for a pong.
+  std::deque<PubSubMessage> queued_;                 // Messages read while waiting for a pong.
+  std::unique_ptr<internal::ClusterRoute> cluster_;  // Set in cluster mode.
 };
 
 }  // namespace fusebox::redis

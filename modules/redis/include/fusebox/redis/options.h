@@ -6,6 +6,10 @@
 // A Sentinel-managed primary is named instead of addressed:
 // "redis-sentinel://:s3cret@sentinel-a:26379,sentinel-b:26379/mymaster/2":
 // every connect asks the sentinels where the primary is (see `sentinels`).
+// A Redis Cluster is named by some of its nodes:
+// "redis-cluster://:s3cret@10.0.0.1:7000,10.0.0.2:7000": every connect asks
+// one of them for the slot map and each command goes to the node that
+// serves its key (see `cluster_nodes`).
 // The password is a secret: it never appears in an error message, in
 // Describe() or in anything this module logs.
 //
@@ -45,6 +49,24 @@ struct SentinelAddress {
 // At most this many sentinels in ConnectionOptions::sentinels (a Sentinel
 // deployment has 3 or 5; the list is tried in turn within one connect).
 inline constexpr std::size_t kMaxSentinels = 16;
+// Where one Redis Cluster node listens (a seed of ConnectionOptions::
+// cluster_nodes).
+struct NodeAddress {
+  // Host name or IP address (IPv6 without brackets).
+  std::string host;
+  // TCP port, 1..65535. Default: 6379.
+  int port = 6379;
+
+  // "host:port" ("[v6]:port"), as ConnectionOptions::Endpoint().
+  std::string Endpoint() const;
+};
+
+// At most this many seeds in ConnectionOptions::cluster_nodes (any one that
+// answers gives the whole slot map).
+inline constexpr std::size_t kMaxClusterSeeds = 16;
+// MOVED and ASK replies followed for one command before it fails with
+// kUnavailable (a slot map that keeps changing, or nodes that disagree).
+inline constexpr int kMaxRedirects = 5;
 // A master name is 1..kMaxMasterNameLength of letters, digits, '.', '_', '-'.
 inline constexpr std::size_t kMaxMasterNameLength = 64;
 // Bounds of ConnectionOptions::wait_replicas and wait_timeout.
@@ -142,18 +164,41 @@ struct ConnectionOptions {
   // replica that was not among those that acknowledged (docs/distributed.md).
   // 0..kMaxWaitReplicas; 0: no WAIT is sent. Default: 0.
   int wait_replicas = 0;
+  // Redis Cluster (redis-cluster://). Non-empty: some nodes of the cluster
+  // (seeds), and host and port are only the node the last connect asked for
+  // the slot map (leave host empty, as ParseRedisUrl does). Each connect (and
+  // so each reconnect) asks the seeds in turn, then the nodes of the last
+  // map, for CLUSTER SLOTS, all within connect_timeout. Then:
+  //   - a command with a key (GET, SET, DEL, PTTL, the hash commands, EVAL
+  //     and EVALSHA by their first key) goes to the primary serving the
+  //     key's slot, on a connection to that node made when first needed;
+  //     keyless commands (PING, PUBLISH, ...) and subscriptions go to the
+  //     node the map came from, and WAIT to the node of the last keyed
+  //     command;
+  //   - a MOVED reply updates the map and the command is sent again there;
+  //     an ASK reply (a slot being migrated) sends ASKING then the command to
+  //     the node named, without changing the map; at most kMaxRedirects;
+  //   - SCAN walks every primary in turn, with a cursor of its own.
+  // Pub/sub uses classic SUBSCRIBE, which Redis Cluster delivers from every
+  // node (docs/distributed.md says why not SSUBSCRIBE). Only database 0;
+  // TLS is not supported in this mode. At most kMaxClusterSeeds. Default:
+  // empty (not a cluster).
+  std::vector<NodeAddress> cluster_nodes;
+
   // How long each WAIT may hold the store's thread, rounded up to whole
   // milliseconds, in (0, kMaxWaitTimeout]. Default: 100 ms.
   Duration wait_timeout = std::chrono::milliseconds(100);
 
   // "host:port", for messages; with sentinels and no primary found yet,
-  // "sentinel master 'name'".
+  // "sentinel master 'name'"; with cluster_nodes and no node asked yet,
+  // "cluster h1:p1 (+N seeds)".
   std::string Endpoint() const;
 
   // "redis[s]://[user:***@]host:port/db[?tls settings]": safe to log, the
   // password is masked (and a user name alone is shown as "user@"). With
   // sentinels: "redis-sentinel://[user:***@]h1:26379,h2:26379/name/db"; and
   // "wait_replicas=N&wait_timeout=Dms" in the query when wait_replicas > 0.
+  // With cluster_nodes: "redis-cluster://[user:***@]h1:7000,h2:7000".
   std::string Describe() const;
 
   // Checks the fields: host non-empty, port 1..65535, db >= 0, timeouts > 0;
@@ -161,7 +206,9 @@ struct ConnectionOptions {
   // file given readable; with sentinels, 1..kMaxSentinels of them, each host
   // non-empty and port in range, and a well-formed master_name (a
   // master_name or sentinel_password without sentinels is an error too);
-  // wait_replicas in 0..kMaxWaitReplicas, wait_timeout in (0, kMaxWaitTimeout].
+  // wait_replicas in 0..kMaxWaitReplicas, wait_timeout in (0, kMaxWaitTimeout];
+  // with cluster_nodes, 1..kMaxClusterSeeds of them with a non-empty host and
+  // a port in range, no sentinels, no TLS and db 0.
   // Errors are kInvalidArgument and name the field (and the file).
   Status Validate() const;
 
@@ -199,6 +246,12 @@ struct ConnectionOptions {
 // - the query may set connect_timeout, timeout, wait_replicas, wait_timeout
 //   and sentinel_password (the sentinels' own password, percent-encoded);
 //   TLS settings are refused.
+//
+// And the Cluster form, "redis-cluster://[[user]:password@]host[:port][,host[:port]...][?...]":
+// the user info as above, each host[:port] a seed node (port defaults to
+// 6379, IPv6 in brackets, at most kMaxClusterSeeds), no path (a cluster has
+// only database 0, so "/0" alone is accepted), and the query may set
+// connect_timeout, timeout, wait_replicas and wait_timeout.
 //
 // Errors are kInvalidArgument and say which part is wrong ("sentinel 2: the
 // port is not a number in 1..65535"). They never contain the password (nor

@@ -58,8 +58,8 @@ TEST_F(FleetInstancesTest, TwoInstancesAreSeenByOneListingInOneKey) {
   auto b = Store();
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(a->PublishInstance("gw-a:8080", R"({"calls_per_s":1.5})", seconds(6), seconds(5))
-                  .ok());
+  ASSERT_TRUE(
+      a->PublishInstance("gw-a:8080", R"({"calls_per_s":1.5})", seconds(6), seconds(5)).ok());
   ASSERT_TRUE(b->PublishInstance("gw-b:8080", R"({"calls_per_s":2})", seconds(6), seconds(5)).ok());
   Result<InstanceListing> got = a->ListInstances(seconds(6), 100, seconds(5));
   ASSERT_TRUE(got.has_value()) << got.error();
@@ -132,8 +132,7 @@ TEST_F(FleetInstancesTest, ListingIsCappedAndSaysSo) {
   auto a = Store();
   ASSERT_NE(a, nullptr);
   for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE(
-        a->PublishInstance("gw-" + std::to_string(i), "{}", seconds(6), seconds(5)).ok());
+    ASSERT_TRUE(a->PublishInstance("gw-" + std::to_string(i), "{}", seconds(6), seconds(5)).ok());
   }
   Result<InstanceListing> three = a->ListInstances(seconds(6), 3, seconds(5));
   ASSERT_TRUE(three.has_value()) << three.error();

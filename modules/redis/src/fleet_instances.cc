@@ -86,8 +86,7 @@ std::string_view FiguresOf(std::string_view value) {
   if (!value.starts_with(kStampPrefix) || !value.ends_with('}')) return {};
   const std::size_t at = value.find(kFiguresField);
   if (at == std::string_view::npos) return {};
-  return value.substr(at + kFiguresField.size(),
-                      value.size() - 1 - (at + kFiguresField.size()));
+  return value.substr(at + kFiguresField.size(), value.size() - 1 - (at + kFiguresField.size()));
 }
 
 std::string Millis(Duration d) {
@@ -133,8 +132,7 @@ Status RedisSharedState::PublishInstance(std::string_view id, std::string_view j
   return done ? Status() : std::move(done).error();
 }
 
-Result<InstanceListing> RedisSharedState::ListInstances(Duration max_age,
-                                                        std::size_t max_instances,
+Result<InstanceListing> RedisSharedState::ListInstances(Duration max_age, std::size_t max_instances,
                                                         Duration budget) {
   max_instances = std::min(max_instances, kMaxInstances);
   const std::string key = scripts_.keyspace().prefix() + "{instances}";

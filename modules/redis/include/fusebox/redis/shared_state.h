@@ -260,8 +260,7 @@ class RedisSharedState final : public SharedState {
   // kInvalidArgument for an empty or longer id (or one with control bytes),
   // a `json` that is not an object of at most kMaxInstanceJsonBytes, or a
   // ttl < 1 ms; kUnavailable or kTimeout when Redis cannot answer.
-  Status PublishInstance(std::string_view id, std::string_view json, Duration ttl,
-                         Duration budget);
+  Status PublishInstance(std::string_view id, std::string_view json, Duration ttl, Duration budget);
   // The heartbeats at most `max_age` old (by the server's clock), at most
   // `max_instances` (<= kMaxInstances) of them, by id; older or malformed
   // entries met on the way are deleted (HDEL), within one script that reads

@@ -547,7 +547,19 @@ void ParseTop(Parser& p, const YAML::Node& root, GatewayConfig& c) {
       p.Error(root["listen"], "listen", s.message());
     }
   }
-  if (auto v = p.String(root, "instance", "", false)) c.instance = *v;
+  if (auto v = p.String(root, "instance", "", false)) {
+    // It names this instance in the fleet's heartbeat hash (and on every
+    // other instance's dashboard): bounded, one line.
+    const bool control = std::any_of(v->begin(), v->end(), [](char ch) {
+      return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f;
+    });
+    if (v->size() > 128 || control) {
+      p.Error(root["instance"], "instance",
+              "expected at most 128 bytes without control characters");
+    } else {
+      c.instance = *v;
+    }
+  }
   if (auto v = p.Integer(root, "io_threads", "", 1, 256)) c.io_threads = static_cast<int>(*v);
   if (auto v = p.Integer(root, "workers", "", 1, 4096)) c.workers = static_cast<int>(*v);
   if (auto v = p.String(root, "redis", "", false)) c.redis_url = *v;

@@ -161,6 +161,12 @@ td.name { font-family: monospace; word-break: break-all; }
 <thead><tr><th>circuit</th><th>state</th><th>time left</th><th>override</th><th>here</th></tr></thead>
 <tbody id="fleet"></tbody>
 </table>
+<h3>Instances <span class="muted">(each instance's heartbeat in Redis, rates over its last 10 s; <span id="instances-note"></span>)</span></h3>
+<form id="instance-filters" autocomplete="off"><input id="fleet-instance" type="search" placeholder="filter by instance"></form>
+<table>
+<thead><tr><th>instance</th><th>calls/s</th><th>failures/s</th><th>rejected/s</th><th>stale/s</th><th>open circuits</th><th>circuits</th><th>heard</th><th>its clock</th></tr></thead>
+<tbody id="instances"></tbody>
+</table>
 <h2>Recent transitions</h2>
 <ol id="transitions" reversed></ol>
 <svg id="svg-ns" width="0" height="0" hidden></svg>
@@ -308,6 +314,7 @@ $("token").addEventListener("change", () => { token = $("token").value; $("token
 function renderFleet(fleet) {
   lastFleet = fleet;
   const note = $("fleet-note");
+  renderInstances(fleet && !fleet.error ? fleet.instances : null);
   if (fleet === null || fleet === undefined) { note.textContent = "not shared or not read yet"; return; }
   if (fleet.error) { note.textContent = "unavailable: " + fleet.error; return; }
   note.textContent = fleet.truncated ? "first " + fleet.max_entries + " only" : "complete";
@@ -331,6 +338,33 @@ function renderFleet(fleet) {
   $("fleet").replaceChildren(...rows);
 }
 $("fleet-q").addEventListener("input", () => renderFleet(lastFleet));
+// Figures another instance wrote: the server passes numbers or null only,
+// and ids are only ever text.
+function figure(v, digits) { return typeof v === "number" ? v.toFixed(digits) : "-"; }
+function renderInstances(list) {
+  const note = $("instances-note");
+  if (list === null || list === undefined) { note.textContent = "not read yet"; $("instances").replaceChildren(); return; }
+  if (list.error) { note.textContent = "unavailable: " + list.error; return; }
+  note.textContent = list.instances.length + " live" + (list.truncated ? ", first " + list.max_instances + " only" : "") +
+      "; heartbeat every " + list.heartbeat_ms / 1000 + " s, gone after " + list.stale_after_ms / 1000 + " s";
+  const q = $("fleet-instance").value;
+  const rows = [];
+  for (const i of list.instances) {
+    if (q && !String(i.id).includes(q)) continue;
+    const tr = el("tr", "instance" + (i.self ? " self" : ""));
+    tr.dataset.id = i.id; tr.dataset.calls = figure(i.calls_per_s, 2);
+    cell(tr, "name", i.id + (i.self ? " (this one)" : ""));
+    for (const k of ["calls_per_s", "failures_per_s", "rejections_per_s", "stale_per_s"]) cell(tr, k, figure(i[k], 2));
+    cell(tr, "open-circuits", figure(i.open_circuits, 0));
+    cell(tr, "circuits", figure(i.circuits, 0));
+    cell(tr, "heard", figure(i.age_ms / 1000, 1) + " s ago");
+    cell(tr, "clock", typeof i.time_ms === "number" ? new Date(i.time_ms).toISOString() : "-");
+    rows.push(tr);
+  }
+  $("instances").replaceChildren(...rows);
+}
+$("fleet-instance").addEventListener("input", () => renderInstances(lastFleet ? lastFleet.instances : null));
+$("instance-filters").addEventListener("submit", (e) => e.preventDefault());
 function addTransition(t) {
   const list = $("transitions");
   if (list.querySelector('li[data-seq="' + t.seq + '"]')) return;

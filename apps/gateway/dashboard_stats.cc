@@ -218,9 +218,11 @@ void DashboardStats::Tick(TimePoint now, const std::vector<BreakerSample>& sampl
     g.ring.Advance(bucket);
   }
   const auto slot = static_cast<std::size_t>(bucket);
+  IntervalCounts tick;
   for (auto& [key, k] : keys_) {
     k.ring.Advance(bucket);
     if (k.pending.empty() && k.pending.failures == 0) continue;
+    tick.Add(k.pending);
     k.ring.buckets[slot % k.ring.buckets.size()].Add(k.pending);
     k.group->ring.buckets[slot % k.group->ring.buckets.size()].Add(k.pending);
     k.pending = {};
@@ -235,6 +237,12 @@ void DashboardStats::Tick(TimePoint now, const std::vector<BreakerSample>& sampl
   frame->window_s = Seconds(options_.bucket * static_cast<std::int64_t>(options_.window));
   frame->bucket_s = Seconds(options_.bucket);
   frame->circuits = samples.size();
+  recent_.emplace_back(now, tick);
+  while (now - recent_.front().first >= kRecent) recent_.pop_front();
+  for (const auto& [at, counts] : recent_) frame->recent.Add(counts);
+  frame->open_circuits = static_cast<std::size_t>(
+      std::count_if(samples.begin(), samples.end(),
+                    [](const BreakerSample& s) { return StateRank(s.state) == 3; }));
   for (auto it = groups_.begin(); it != groups_.end();) {
     GroupEntry& g = it->second;
     std::erase_if(g.keys, [this](const std::string& k) { return keys_.count(k) == 0; });

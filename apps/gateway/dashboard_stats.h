@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -131,6 +132,11 @@ struct Frame {
   double window_s = 0;
   double bucket_s = 0;
   std::size_t circuits = 0;
+  // This instance as a whole, for its fleet heartbeat: the calls of the
+  // ticks in the last kRecent (each call once per key, as in the groups),
+  // and the breakers OPEN or FORCED_OPEN now.
+  IntervalCounts recent;
+  std::size_t open_circuits = 0;
   // Worst first (severity, then failures, then calls, then name).
   std::vector<GroupView> groups;
 };
@@ -189,6 +195,9 @@ class DashboardStats {
   // A transition, into its group's timeline (any thread).
   void OnTransition(const TransitionEvent& event) FUSEBOX_EXCLUDES(pending_mu_);
 
+  // Frame::recent spans the ticks of this last stretch of time.
+  static constexpr Duration kRecent = std::chrono::seconds(10);
+
   // Transitions kept per group, and groups with a timeline at most.
   static constexpr std::size_t kTimelineKept = 20;
   static constexpr std::size_t kTimelineGroups = 1000;
@@ -238,6 +247,8 @@ class DashboardStats {
   std::unordered_map<std::string, BreakerEntry> breakers_;
   std::unordered_map<std::string, KeyEntry> keys_;
   std::map<std::string, GroupEntry> groups_;
+  // Each tick's counts of the last kRecent, oldest first (Frame::recent).
+  std::deque<std::pair<TimePoint, IntervalCounts>> recent_;
   // Written by Tick(), read by streams starting on other threads.
   mutable internal::Mutex frame_mu_;
   std::shared_ptr<const Frame> frame_ FUSEBOX_GUARDED_BY(frame_mu_) = std::make_shared<Frame>();

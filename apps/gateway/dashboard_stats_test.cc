@@ -125,6 +125,35 @@ TEST_F(DashboardStatsTest, BucketsRollOverAndTheWindowForgetsOldCounts) {
   EXPECT_EQ(std::count(g->spark_calls.begin(), g->spark_calls.end(), 0), 30);
 }
 
+// Frame::recent (the fleet heartbeat's figures): the ticks of the last 10 s
+// exactly, each key's call once, and the OPEN breakers of this tick.
+TEST_F(DashboardStatsTest, RecentCountsCoverTheLastTenSecondsOfTicks) {
+  const std::string t = "provider:ig:read:1:transient";
+  const std::string q = "provider:ig:read:1:quota";
+  stats_.Tick(clock_.Now(), {Sample(t, 0, 0), Sample(q, 0, 0)});
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {Sample(t, 8, 2, 1), Sample(q, 8, 2)});
+  EXPECT_EQ(stats_.frame()->recent.calls, 10);
+  EXPECT_EQ(stats_.frame()->recent.failures, 2);
+  EXPECT_EQ(stats_.frame()->recent.rejections, 1);
+  EXPECT_EQ(stats_.frame()->open_circuits, 0u);
+  stats_.CountStale("provider:ig:read:1");
+  // 1 ns short of 10 s after those calls' tick: still counted.
+  clock_.Advance(seconds(10) - std::chrono::nanoseconds(1));
+  stats_.Tick(clock_.Now(),
+              {Sample(t, 9, 2, 1, State::kOpen), Sample(q, 9, 2, 0, State::kForcedOpen)});
+  EXPECT_EQ(stats_.frame()->recent.calls, 11);
+  EXPECT_EQ(stats_.frame()->recent.stale, 1);
+  EXPECT_EQ(stats_.frame()->open_circuits, 2u);
+  // At 10 s they have left; the last tick's stay.
+  clock_.Advance(std::chrono::nanoseconds(1));
+  stats_.Tick(clock_.Now(), {Sample(t, 9, 2, 1), Sample(q, 9, 2)});
+  EXPECT_EQ(stats_.frame()->recent.calls, 1);
+  EXPECT_EQ(stats_.frame()->recent.failures, 0);
+  EXPECT_EQ(stats_.frame()->recent.stale, 1);
+  EXPECT_EQ(stats_.frame()->open_circuits, 0u);
+}
+
 TEST_F(DashboardStatsTest, StaleAnswersAndTransitionsReachTheirGroup) {
   stats_.Tick(clock_.Now(), {});
   clock_.Advance(seconds(2));

@@ -1,6 +1,7 @@
 #include "apps/gateway/fleet_answers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -88,6 +89,55 @@ std::string FleetEntriesJson(const FleetEntries& fleet, Registry& registry) {
   return Dump(Json{{"circuits", rows},
                    {"truncated", fleet.truncated},
                    {"max_entries", Handler::kMaxFleetEntries}});
+}
+
+namespace {
+
+// The heartbeat's numbers, in the order the page shows them.
+constexpr std::string_view kHeartbeatFields[] = {
+    "calls_per_s",   "failures_per_s", "rejections_per_s", "stale_per_s",
+    "open_circuits", "circuits",       "time_ms"};
+
+}  // namespace
+
+std::string HeartbeatJson(const Frame& frame, std::chrono::system_clock::time_point wall) {
+  const double secs = std::chrono::duration<double>(DashboardStats::kRecent).count();
+  const auto per_s = [secs](std::int64_t n) { return static_cast<double>(n) / secs; };
+  return Dump(Json{{"calls_per_s", per_s(frame.recent.calls)},
+                   {"failures_per_s", per_s(frame.recent.failures)},
+                   {"rejections_per_s", per_s(frame.recent.rejections)},
+                   {"stale_per_s", per_s(frame.recent.stale)},
+                   {"open_circuits", frame.open_circuits},
+                   {"circuits", frame.circuits},
+                   {"time_ms", duration_cast<milliseconds>(wall.time_since_epoch()).count()}});
+}
+
+std::string InstancesJson(const std::vector<InstanceHeartbeat>& instances, bool truncated,
+                          std::string_view self) {
+  Json rows = Json::array();
+  for (const InstanceHeartbeat& h : instances) {
+    if (rows.size() >= kMaxDashboardInstances) {
+      truncated = true;
+      break;
+    }
+    // Not an exception on bad input: a discarded (null) value.
+    const Json figures = Json::parse(h.json, nullptr, false);
+    Json row = {{"id", h.id},
+                {"age_ms", duration_cast<milliseconds>(h.age).count()},
+                {"self", h.id == self}};
+    for (std::string_view field : kHeartbeatFields) {
+      const std::string name(field);
+      const bool number = figures.is_object() && figures.contains(name) &&
+                          figures[name].is_number() && std::isfinite(figures[name].get<double>());
+      row[name] = number ? figures[name] : Json(nullptr);
+    }
+    rows.push_back(std::move(row));
+  }
+  return Dump(Json{{"instances", rows},
+                   {"truncated", truncated},
+                   {"max_instances", kMaxDashboardInstances},
+                   {"heartbeat_ms", duration_cast<milliseconds>(kHeartbeatPeriod).count()},
+                   {"stale_after_ms", duration_cast<milliseconds>(kHeartbeatStaleAfter).count()}});
 }
 
 }  // namespace fusebox::gateway

@@ -6,7 +6,9 @@
 //   - ForcedOpenOverride() and ForcedOpenResponse(): a key an operator forced
 //     open answers 503 CIRCUIT_FORCED_OPEN, with the override's reason,
 //     actor and expiry (docs/status-codes.md), not as a transient OPEN;
-//   - FleetEntriesJson(): the rows of /admin/circuits?scope=fleet.
+//   - FleetEntriesJson(): the rows of /admin/circuits?scope=fleet;
+//   - HeartbeatJson() and InstancesJson(): the figures each instance
+//     publishes to the fleet, and the dashboard's table of them.
 //
 // Thread-safe (no state).
 #ifndef FUSEBOX_APPS_GATEWAY_FLEET_ANSWERS_H_
@@ -16,7 +18,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "apps/gateway/dashboard_stats.h"
 #include "apps/gateway/handler.h"
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/clock.h"
@@ -47,6 +51,36 @@ HttpResponse ForcedOpenResponse(const OverrideInfo& forced, std::string_view key
 // {"circuits":[...],"truncated":...,"max_entries":...}: one row per entry,
 // with "here" saying whether `registry` has that breaker.
 std::string FleetEntriesJson(const FleetEntries& fleet, Registry& registry);
+
+// The fleet heartbeat (docs/gateway.md, "Instances"): sent every
+// kHeartbeatPeriod; an entry older than kHeartbeatStaleAfter is not shown
+// (and deleted from Redis), and the hash itself expires after it. The
+// dashboard lists kMaxDashboardInstances instances at most.
+inline constexpr Duration kHeartbeatPeriod = std::chrono::seconds(2);
+inline constexpr Duration kHeartbeatStaleAfter = 3 * kHeartbeatPeriod;
+inline constexpr std::size_t kMaxDashboardInstances = 200;
+
+// This instance's figures for its heartbeat, from `frame` (Frame::recent):
+// {"calls_per_s":..,"failures_per_s":..,"rejections_per_s":..,
+// "stale_per_s":..,"open_circuits":..,"circuits":..,"time_ms":..}, rates
+// over DashboardStats::kRecent, time_ms its wall clock (shown, never used
+// to age the entry: Redis' clock does that).
+std::string HeartbeatJson(const Frame& frame, std::chrono::system_clock::time_point wall);
+
+// One heartbeat read back from Redis: written by another process, so `json`
+// is parsed as hostile input.
+struct InstanceHeartbeat {
+  std::string id;
+  std::string json;
+  Duration age = Duration::zero();
+};
+
+// {"instances":[{"id":..,"age_ms":..,"self":..,<HeartbeatJson's numbers,
+// each a number or null>},...],"truncated":..,"max_instances":..,
+// "heartbeat_ms":..}: only the known fields, only as numbers, whatever the
+// heartbeat held; `self` is this instance's id.
+std::string InstancesJson(const std::vector<InstanceHeartbeat>& instances, bool truncated,
+                          std::string_view self);
 
 }  // namespace fusebox::gateway
 

@@ -47,6 +47,7 @@
 
 #include "apps/gateway/dashboard.h"
 #include "apps/gateway/dashboard_stats.h"
+#include "apps/gateway/fleet_answers.h"
 #include "apps/gateway/fleet_watch.h"
 #include "apps/gateway/handler.h"
 #include "apps/gateway/tls_client.h"
@@ -669,8 +670,11 @@ class Session : public std::enable_shared_from_this<Session> {
 struct FleetLink {
   std::shared_ptr<SharedState> shared_state;
   std::function<bool()> healthy;
-  // Handler::Deps::fleet.
+  // Handler::Deps::fleet and fleet_instances.
   std::function<Result<FleetEntries>(Duration budget)> list;
+  std::function<Result<std::string>(Duration budget)> instances;
+  // Writes this instance's heartbeat (HeartbeatJson()) within the budget.
+  std::function<Status(std::string_view figures, Duration budget)> publish;
 };
 
 }  // namespace
@@ -881,6 +885,7 @@ struct Gateway::Impl {
   void DashboardTick() {
     if (table->draining.load()) return;
     dashboard_stats.Tick(clock->Now(), SampleBreakers(*registry));
+    PublishHeartbeat();
     if (dashboard_streams->size() == 0) return;
     RefreshFleet();
     for (auto& [channel, event] : dashboard_streams->Publish(*dashboard_stats.frame())) {
@@ -897,6 +902,30 @@ struct Gateway::Impl {
   }
   // Set while a DashboardTick() is queued or runs; last_snapshot is its own.
   std::atomic<bool> dashboard_ticking{false};
+
+  // Every kHeartbeatPeriod of ticks (dashboard open or not: other
+  // instances' dashboards show it), this instance's figures to the fleet,
+  // on a worker of its own: a slow Redis delays neither this tick nor a
+  // call (fleet_answers.h). One at a time; a failure is only a gap in the
+  // table, the store's breaker keeps a dead Redis from costing more.
+  void PublishHeartbeat() {
+    static constexpr auto kEvery = kHeartbeatPeriod / std::chrono::seconds(1);
+    if (!fleet_publish || ++ticks_since_heartbeat < kEvery) return;
+    if (heartbeat_sending.exchange(true)) return;
+    ticks_since_heartbeat = 0;
+    auto figures = std::make_shared<const std::string>(
+        HeartbeatJson(*dashboard_stats.frame(), WallClockNow()));
+    asio::post(*workers, [this, figures] {
+      (void)fleet_publish(*figures, kHeartbeatPeriod);
+      heartbeat_sending.store(false);
+    });
+  }
+  std::function<Status(std::string_view, Duration)> fleet_publish;
+  // config.instance, or "<host>:<port>" (set once listening).
+  std::string instance_id;
+  // DashboardTick()'s own.
+  std::int64_t ticks_since_heartbeat = 0;
+  std::atomic<bool> heartbeat_sending{false};
 
   // The dashboard's view of the fleet: read from Redis on a worker (it may
   // block for Handler::kFleetBudget), never on this loop, one read at a time;
@@ -1169,6 +1198,20 @@ Result<FleetLink> Gateway::Impl::OpenRedis() {
                                  .override_in_force = std::move(c.view.override_in_force)});
         }
         return out;
+      },
+      .instances = [this, state = redis_state](Duration budget) -> Result<std::string> {
+        Result<redis::InstanceListing> got =
+            state->ListInstances(kHeartbeatStaleAfter, kMaxDashboardInstances, budget);
+        if (!got) return got.error();
+        std::vector<InstanceHeartbeat> rows;
+        for (redis::InstanceFigures& f : got->instances) {
+          rows.push_back({.id = std::move(f.id), .json = std::move(f.json), .age = f.age});
+        }
+        return InstancesJson(rows, got->truncated, instance_id);
+      },
+      // instance_id is set by MakeHandler(), before the first tick.
+      .publish = [this](std::string_view figures, Duration budget) -> Status {
+        return redis_state->PublishInstance(instance_id, figures, kHeartbeatStaleAfter, budget);
       }};
 }
 #endif
@@ -1290,6 +1333,7 @@ Status Gateway::Impl::Listen() {
 void Gateway::Impl::MakeHandler(const FleetLink& fleet,
                                 std::function<void(std::string_view, bool)> before_handling) {
   const std::string instance = config.instance.empty() ? address : config.instance;
+  instance_id = instance;
   std::vector<asio::io_context*> loops = {&ioc};
   for (int i = 1; i < config.io_threads; ++i) {
     more_loops.push_back(std::make_unique<asio::io_context>(1));
@@ -1309,6 +1353,7 @@ void Gateway::Impl::MakeHandler(const FleetLink& fleet,
                     .loops = loops,
                     .on_internal_error = [this](std::string_view what) { InternalError(what); },
                     .fleet = fleet.list,
+                    .fleet_instances = fleet.instances,
                     .more_metrics = [this](std::string& out) { AppendMetrics(out); },
                     .on_stale = [this](std::string_view key) { dashboard_stats.CountStale(key); }});
   workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(config.workers));
@@ -1324,6 +1369,7 @@ void Gateway::Impl::MakeHandler(const FleetLink& fleet,
                       .before_handling = std::move(before_handling),
                       .fleet_json = [this] { return FleetLast(); }};
   fleet_listed = fleet.list != nullptr;
+  fleet_publish = fleet.publish;
   table->on_empty_while_draining = [this] { asio::post(control, [this] { grace.cancel(); }); };
 }
 

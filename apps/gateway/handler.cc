@@ -852,7 +852,14 @@ Result<std::string> Handler::FleetJson() const {
   if (!deps_.fleet) return Status::Unavailable("this gateway shares no state (no redis)");
   Result<FleetEntries> got = deps_.fleet(kFleetBudget);
   if (!got) return got.error();
-  return FleetEntriesJson(*got, *deps_.registry);
+  std::string out = FleetEntriesJson(*got, *deps_.registry);
+  if (!deps_.fleet_instances) return out;
+  Result<std::string> instances = deps_.fleet_instances(kInstancesBudget);
+  out.pop_back();  // the object's '}'
+  out += ",\"instances\":" +
+         (instances ? *instances : "{\"error\":" + JsonString(instances.error().message()) + "}") +
+         "}";
+  return out;
 }
 
 bool Handler::degraded() const {

@@ -148,6 +148,9 @@ class Handler {
     // The fleet's OPEN circuits and overrides, read from Redis within the
     // budget given (at most kMaxFleetEntries). Null without Redis.
     std::function<Result<FleetEntries>(Duration budget)> fleet = nullptr;
+    // The fleet's instances as their heartbeats say (InstancesJson() in
+    // fleet_answers.h), read from Redis within the budget. Null: none.
+    std::function<Result<std::string>(Duration budget)> fleet_instances = nullptr;
     // Appends the server's own families (the accept loop's) to /metrics.
     // Null: none.
     std::function<void(std::string& out)> more_metrics = nullptr;
@@ -198,11 +201,14 @@ class Handler {
   // docs/gateway.md): one read each; the walk ends after kFleetBudget.
   static constexpr std::size_t kMaxFleetEntries = 1000;
   static constexpr Duration kFleetBudget = std::chrono::seconds(5);
+  static constexpr Duration kInstancesBudget = std::chrono::seconds(1);
 
-  // {"circuits":[...],"truncated":...}: the fleet's OPEN circuits and active
-  // overrides as Redis holds them, each saying whether this instance has the
-  // breaker. kUnavailable without Redis or when it cannot answer. May block
-  // (for at most kFleetBudget): call it on a worker.
+  // {"circuits":[...],"truncated":...,"instances":...}: the fleet's OPEN
+  // circuits and active overrides as Redis holds them, each saying whether
+  // this instance has the breaker, and the instances' heartbeats
+  // (InstancesJson(), or {"error":...} when they could not be read).
+  // kUnavailable without Redis or when it cannot answer. May block (for at
+  // most kFleetBudget, then kInstancesBudget): call it on a worker.
   Result<std::string> FleetJson() const;
 
   // Whether the fleet's shared state is unreachable while this instance

@@ -36,6 +36,7 @@
 #include "apps/gateway/gateway.h"
 #include "apps/gateway/http_client.h"
 #include "fusebox/testing/manual_clock.h"
+#include "tests/redis/redis_server.h"
 
 extern char** environ;
 
@@ -321,9 +322,12 @@ class Page {
 
 // The gateway of these tests: the fake Graph API behind two routes
 // (comments and media of an account), admin API on with token "s3cret".
+// `extra` is prepended (redis:).
 std::unique_ptr<Gateway> StartGateway(FakeUpstream& upstream, testing::ManualClock& clock,
-                                      std::ostringstream& log, const std::string& audit_path) {
+                                      std::ostringstream& log, const std::string& audit_path,
+                                      const std::string& extra = "") {
   const std::string yaml =
+      extra +
       "listen: 127.0.0.1:0\ninstance: gw-dash\n"
       "admin:\n  token_env: GW_DASH_TOKEN\n  audit_log: " +
       audit_path +
@@ -531,6 +535,57 @@ TEST_F(DashboardChromiumTest, GroupsRatesFilterEscapingAndAnOperatorAction) {
   audit_text << audit.rdbuf();
   EXPECT_THAT(audit_text.str(), HasSubstr("incident 42"));
   page.Screenshot(Artifact("dashboard-after-action.png"));
+  page.ExpectQuietConsole();
+  gw->Shutdown();
+}
+
+// Issue 20: the fleet's instances from their heartbeats in Redis, this one
+// and another whose id looks like HTML: a table of text, and the instance
+// filter narrows it.
+TEST_F(DashboardChromiumTest, InstancesTableShowsEachHeartbeatAsTextAndFilters) {
+  auto redis = redis::testing::RedisServer::Start();
+  ASSERT_TRUE(redis.has_value()) << redis.error().message();
+  auto upstream =
+      FakeUpstream::Start({.routes = {{"GET", "/v19.0/*", {{.body = R"({"data":[]})"}}}}});
+  ASSERT_TRUE(upstream.has_value()) << upstream.error().message();
+  std::unique_ptr<Gateway> gw =
+      StartGateway(**upstream, clock_, log_, audit_path_,
+                   "redis: \"redis://127.0.0.1:" + std::to_string((*redis)->port()) + "/0\"\n");
+  ASSERT_NE(gw, nullptr);
+  Page page("http://" + gw->address() + "/dashboard");
+  ASSERT_NE(page.chromium(), nullptr);
+  EXPECT_THAT(page.Evaluate(WaitFor("#instances tr.instance.self")), HasSubstr("gw-dash"));
+
+  // Another instance's heartbeat, stamped with the server's time as
+  // PublishInstance does.
+  const std::string hostile = "<img src=x onerror=\"document.title='pwned'\">";
+  ASSERT_TRUE((*redis)
+                  ->Admin({"EVAL",
+                           "local t = redis.call('TIME') "
+                           "redis.call('HSET', KEYS[1], ARGV[1], '{\"at_ms\":' .. "
+                           "string.format('%d', t[1] * 1000) .. ',\"figures\":' .. ARGV[2] .. '}')",
+                           "1", "fusebox:v1:{instances}", hostile,
+                           R"({"calls_per_s":2.5,"open_circuits":1})"})
+                  .has_value());
+  const std::string rows =
+      "[...document.querySelectorAll('#instances tr.instance')].map((tr) => "
+      "tr.querySelector('.name').textContent + '|' + tr.querySelector('.calls_per_s').textContent)"
+      ".join(',')";
+  EXPECT_EQ(page.Evaluate(WaitUntil("(() => { const r = " + rows +
+                                    "; return r.includes('|2.50') && r; })()")),
+            hostile + "|2.50,gw-dash (this one)|0.00");
+  EXPECT_EQ(page.Evaluate("String(document.querySelectorAll('#instances img').length)"), "0");
+  EXPECT_EQ(page.Evaluate("document.title"), "fusebox gateway");
+
+  page.Evaluate(
+      "document.getElementById('fleet-instance').value = 'gw-';"
+      "document.getElementById('fleet-instance').dispatchEvent(new Event('input'))");
+  EXPECT_EQ(page.Evaluate(rows), "gw-dash (this one)|0.00");
+  page.Evaluate(
+      "document.getElementById('fleet-instance').value = 'onerror';"
+      "document.getElementById('fleet-instance').dispatchEvent(new Event('input'))");
+  EXPECT_EQ(page.Evaluate(rows), hostile + "|2.50");
+  page.Screenshot(Artifact("dashboard-instances.png"));
   page.ExpectQuietConsole();
   gw->Shutdown();
 }

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -24,6 +25,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "apps/gateway/config.h"
 #include "apps/gateway/fake_upstream.h"
@@ -365,6 +367,81 @@ TEST_F(FleetE2eTest, TheFleetScopeIsCappedAndSaysSo) {
   EXPECT_EQ(j["max_entries"], 1000);
   EXPECT_EQ(j["circuits"][0]["override"]["actor"], "ops");
   EXPECT_EQ(j["circuits"][0]["override"]["expires_in_ms"], nullptr) << "until lifted";
+}
+
+// Issue 20, point 1: each instance publishes its own figures to one Redis
+// hash; every instance lists them all (the dashboard's table comes from
+// this same listing), an entry older than three heartbeats is not listed
+// and is deleted, what another instance wrote is passed on only as a string
+// id and numbers, and an instance that stops goes from the list.
+TEST_F(FleetE2eTest, EveryInstanceListsEachInstancesHeartbeat) {
+  a_ = Start("gw-a", "");
+  b_ = Start("gw-b", "");
+  ASSERT_NE(a_, nullptr);
+  ASSERT_NE(b_, nullptr);
+  ASSERT_EQ(Get(*a_, kStats).status, 200);
+  const std::string key = "fusebox:v1:{instances}";
+  const std::string hostile = R"x(<img src=x onerror="alert(1)">)x";
+  // Written as another instance would, stamped with the server's time; its
+  // figures are not numbers where they should be.
+  ASSERT_TRUE(redis_
+                  ->Admin({"EVAL",
+                           "local t = redis.call('TIME') "
+                           "redis.call('HSET', KEYS[1], ARGV[1], '{\"at_ms\":' .. "
+                           "string.format('%d', t[1] * 1000) .. ',\"figures\":' .. ARGV[2] .. '}')",
+                           "1", key, hostile,
+                           R"({"calls_per_s":"<b>9</b>","open_circuits":3,"extra":[1]})"})
+                  .has_value());
+  ASSERT_TRUE(redis_->Admin({"HSET", key, "gone", R"({"at_ms":1000,"figures":{}})"}).has_value());
+
+  Json listed;
+  const auto ids = [&](Gateway& gw) {
+    const HttpReply r = Admin(gw, "GET", "/admin/circuits?scope=fleet");
+    listed = Json::parse(r.body, nullptr, false);
+    std::vector<std::string> out;
+    if (!listed.is_object() || !listed.contains("instances")) return out;
+    for (const Json& i : listed["instances"].value("instances", Json::array())) {
+      out.push_back(i.value("id", ""));
+    }
+    return out;
+  };
+  const std::vector<std::string> all = {hostile, "gw-a", "gw-b"};
+  ASSERT_TRUE(PollUntil([&] { return ids(*b_) == all; }, kLong)) << listed.dump();
+  const Json& rows = listed["instances"]["instances"];
+  EXPECT_EQ(rows[0]["calls_per_s"], nullptr) << "a string is not a rate";
+  EXPECT_EQ(rows[0]["open_circuits"], 3);
+  EXPECT_FALSE(rows[0].contains("extra"));
+  EXPECT_EQ(rows[2]["self"], true);
+  EXPECT_EQ(rows[1]["self"], false);
+  EXPECT_GE(rows[1]["circuits"].get<long long>(), 1) << "gw-a made the circuits of account 178";
+  EXPECT_LT(rows[1]["age_ms"].get<long long>(), 6000);
+  EXPECT_EQ(listed["instances"]["heartbeat_ms"], 2000);
+  // A's call is in its next heartbeat's rate (10 s: 0.1 a second).
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        ids(*b_);
+        const Json& r = listed["instances"]["instances"];
+        return r.size() == 3 && r[1]["calls_per_s"].is_number() &&
+               r[1]["calls_per_s"].get<double>() >= 0.1;
+      },
+      kLong))
+      << listed.dump();
+  EXPECT_EQ(redis_->Admin({"HEXISTS", key, "gone"})->integer, 0) << "stale entries are deleted";
+  // One key for the fleet: one Redis Cluster slot.
+  EXPECT_GT(RedisPttl(key), 0);
+  EXPECT_LE(RedisPttl(key), 6000);
+
+  // A stops: gone from B's list after three heartbeats.
+  a_->Shutdown();
+  a_.reset();
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        const std::vector<std::string> now = ids(*b_);
+        return std::find(now.begin(), now.end(), "gw-a") == now.end() &&
+               std::find(now.begin(), now.end(), "gw-b") != now.end();
+      },
+      kLong))
+      << listed.dump();
 }
 
 // Point 4: pool_size sizes the Redis pools (8 workers would make 8).

@@ -185,6 +185,27 @@ struct FleetListing {
   bool truncated = false;
 };
 
+// One instance's heartbeat as Redis holds it (RedisSharedState::
+// ListInstances()). Written by other processes: untrusted.
+struct InstanceFigures {
+  // The instance id it published under (at most kMaxInstanceIdBytes).
+  std::string id;
+  // What it published (PublishInstance's `json`, at most
+  // kMaxInstanceJsonBytes): parse it as hostile input.
+  std::string json;
+  // How long ago, by the Redis server's clock (no skew between instances).
+  Duration age = Duration::zero();
+};
+
+struct InstanceListing {
+  // By id.
+  std::vector<InstanceFigures> instances;
+  // Entries older than the listing's max_age (or malformed) deleted by it.
+  std::int64_t dropped = 0;
+  // True when a cap was reached: more instances may be live.
+  bool truncated = false;
+};
+
 class RedisSharedState final : public SharedState {
  public:
   // Validates the options and starts the background threads. Does not need
@@ -225,6 +246,27 @@ class RedisSharedState final : public SharedState {
   static constexpr std::size_t kMaxFleetCircuits = 1000;
   static constexpr int kMaxFleetScanSteps = 200;
   Result<FleetListing> ListFleet(std::size_t max_circuits, Duration budget);
+  // Instance heartbeats (src/fleet_instances.cc): ONE hash per prefix,
+  // "<prefix>{instances}" (one key, hence one Redis Cluster slot; never a
+  // SCAN of the keyspace), field = instance id, value =
+  // {"at_ms":<Redis server time>,"figures":<json>}.
+  static constexpr std::size_t kMaxInstanceIdBytes = 128;
+  static constexpr std::size_t kMaxInstanceJsonBytes = 1024;
+  // Entries one listing reads at most (HSCAN), and answers at most.
+  static constexpr std::size_t kMaxInstancesScanned = 2000;
+  static constexpr std::size_t kMaxInstances = 500;
+  // Writes `id`'s heartbeat, stamped with the Redis server's time, and makes
+  // the whole hash expire `ttl` after the last heartbeat of any instance.
+  // kInvalidArgument for an empty or longer id (or one with control bytes),
+  // a `json` that is not an object of at most kMaxInstanceJsonBytes, or a
+  // ttl < 1 ms; kUnavailable or kTimeout when Redis cannot answer.
+  Status PublishInstance(std::string_view id, std::string_view json, Duration ttl, Duration budget);
+  // The heartbeats at most `max_age` old (by the server's clock), at most
+  // `max_instances` (<= kMaxInstances) of them, by id; older or malformed
+  // entries met on the way are deleted (HDEL), within one script that reads
+  // at most kMaxInstancesScanned entries.
+  Result<InstanceListing> ListInstances(Duration max_age, std::size_t max_instances,
+                                        Duration budget);
   // The store's own breaker (its state, metrics, listeners).
   CircuitBreaker& store_breaker();
 

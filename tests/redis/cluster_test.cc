@@ -175,6 +175,16 @@ TEST_F(RedisClusterTest, EachKeyGoesToThePrimaryOfItsSlot) {
   auto tagged = conn->Pipeline({{"SET", "{t}a", "1"}, {"GET", "{t}a"}});
   ASSERT_TRUE(tagged.has_value()) << tagged.error();
   EXPECT_EQ((*tagged)[1].str, "1");
+
+  // A redis:// connection to one node is told why it is refused a key.
+  auto plain = cluster_->nodes()[0]->Connect();
+  ASSERT_TRUE(plain.has_value()) << plain.error();
+  int i = 0;
+  while (cluster_->OwnerPort(KeySlot("k" + std::to_string(i))) == cluster_->nodes()[0]->port()) ++i;
+  auto moved = (*plain)->Command({"GET", "k" + std::to_string(i)});
+  ASSERT_TRUE(moved.has_value()) << moved.error();
+  EXPECT_THAT(std::string((*plain)->ErrorReplyStatus("GET", *moved).message()),
+              ::testing::HasSubstr("a Redis Cluster node: connect with redis-cluster://"));
 }
 
 TEST_F(RedisClusterTest, AReshardIsFollowedThroughMoved) {

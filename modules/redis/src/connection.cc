@@ -494,9 +494,12 @@ Status Connection::ErrorReplyStatus(std::string_view operation, const Reply& err
   const bool transient =
       std::any_of(std::begin(kTransient), std::end(kTransient),
                   [&](std::string_view c) { return error_reply.IsErrorCode(c); });
-  return Error(
-      transient ? StatusCode::kUnavailable : StatusCode::kInternal, operation,
-      error_reply.is_error() ? error_reply.str : "unexpected reply " + error_reply.ToString());
+  std::string detail =
+      error_reply.is_error() ? error_reply.str : "unexpected reply " + error_reply.ToString();
+  if (cluster_ == nullptr && (error_reply.IsErrorCode("MOVED") || error_reply.IsErrorCode("ASK"))) {
+    detail += " (the server is a Redis Cluster node: connect with redis-cluster://)";
+  }
+  return Error(transient ? StatusCode::kUnavailable : StatusCode::kInternal, operation, detail);
 }
 
 }  // namespace fusebox::redis

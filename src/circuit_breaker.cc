@@ -95,6 +95,7 @@ CircuitBreaker::CircuitBreaker(std::string name, CircuitBreakerConfig config, Cl
       relaxed_order_(config.outcome_order == OutcomeOrder::kRelaxed &&
                      config.sliding_window_type == SlidingWindowType::kCountBased &&
                      config.consecutive_failure_threshold == 0),
+      system_clock_(internal::IsSystemClock(clock)),
       clock_(clock),
       name_(std::move(name)),
       config_(std::move(config)),

@@ -46,7 +46,7 @@ Result<Permit> CircuitBreaker::TryAcquireGeneral(std::uint64_t word, bool* would
       // ~21 ns) never runs ahead of the precise one, so OPEN never ends early; it
       // may end up to one tick (≤ 4 ms) late on SystemClock, never on
       // ManualClock.
-      const TimePoint now = clock_.CoarseNow();
+      const TimePoint now = CoarseNow();
       if (now.time_since_epoch().count() <= deadline) [[likely]]
         return RejectOpen(word, deadline);
       // The wait is over: move to HALF_OPEN under the lock, or with a shared
@@ -107,7 +107,7 @@ std::optional<Status> CircuitBreaker::TryRejectGeneral(std::uint64_t word) noexc
   // A view to re-read from the fleet first: TryAcquire() would ask the store.
   if (word & internal::kSharedStaleBit) return std::nullopt;
   const Duration::rep deadline = deadline_ns_.load(std::memory_order_relaxed);
-  const Duration::rep now = clock_.CoarseNow().time_since_epoch().count();
+  const Duration::rep now = CoarseNow().time_since_epoch().count();
   switch (StateOf(word)) {
     case State::kOpen:
       // The same test as TryAcquireGeneral's: once the wait is over, the call

@@ -45,7 +45,7 @@ void CircuitBreaker::RecordGeneral(std::uint32_t epoch, bool half_open_slot,
   const std::uint64_t successes_seen = core_->stripes || relaxed_order_ ? 0 : core_->SumSuccesses();
   {
     internal::SpinMutexLock lock(&core_->mu);
-    const std::int64_t second = SecondOf(clock_.CoarseNow());
+    const std::int64_t second = SecondOf(CoarseNow());
     const std::uint64_t word = word_.load(std::memory_order_relaxed);
     const State state = StateOf(word);
     const bool stale = EpochOf(word) != epoch;
@@ -139,7 +139,7 @@ bool CircuitBreaker::RecordClosedSuccess(std::uint64_t word) noexcept {
     core_->mu.Unlock();
     return false;  // Moved on meanwhile: the general path sorts it out.
   }
-  const std::int64_t second = SecondOf(clock_.CoarseNow());
+  const std::int64_t second = SecondOf(CoarseNow());
   core_->FoldDeferredSuccessesLocked(second);
   core_->closed_window.Record(second, /*failed=*/false, /*slow=*/false);
   core_->consecutive_failures = 0;
@@ -169,8 +169,8 @@ bool CircuitBreaker::StripeSuccess(TimePoint coarse_now) noexcept {
   // it as the call ended (Permit::Success) is as good as one taken here. A
   // read from a second the stripe has left fails the compare below: the
   // general path then reads the clock itself.
-  const std::uint32_t second = static_cast<std::uint32_t>(
-      SecondOf(coarse_now != TimePoint{} ? coarse_now : clock_.CoarseNow()));
+  const std::uint32_t second =
+      static_cast<std::uint32_t>(SecondOf(coarse_now != TimePoint{} ? coarse_now : CoarseNow()));
   std::atomic<std::uint64_t>& stripe = core_->stripes[t_stripe].word;
   std::uint64_t v = stripe.load(std::memory_order_relaxed);
   while (static_cast<std::uint32_t>(v >> 32) == second && (v & kLow32) != kLow32) {

@@ -1708,6 +1708,59 @@ TEST(CircuitBreaker, ACoarselyTimedCallOnATimeBasedWindowReadsTheClockTwice) {
   EXPECT_EQ(cb->metrics().buffered_calls, 3);
 }
 
+TEST(CircuitBreaker, AClockOtherThanSystemClockIsReadThroughItsOwnReads) {
+  // The hot reads skip the virtual call for SystemClock() only
+  // (internal/system_clock.h): any other Clock is asked, and its time decides.
+  // The manual time is 1,000 days ahead of the real one: a breaker that read
+  // the system clock instead would never see its OPEN wait end.
+  CountingClock clock;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));
+  const int before = clock.coarse_reads;
+  ASSERT_TRUE(cb->Call([] { return 1; }).has_value());
+  // The call's start and end at least (a window still filling reads a third).
+  EXPECT_GE(clock.coarse_reads - before, 2);
+  const TimePoint opened = Trip(*cb, 9);
+  clock.clock.Set(opened + 5s);
+  const int open_reads = clock.coarse_reads;
+  ExpectRejected(*cb, "open");
+  EXPECT_EQ(clock.coarse_reads - open_reads, 1);  // OPEN's one read
+  clock.clock.Set(opened + 5s + kTick);
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(Permit probe, cb->TryAcquire());
+  EXPECT_EQ(cb->state(), State::kHalfOpen);
+  probe.Success(1ms);
+}
+
+TEST(CircuitBreaker, ASystemClockBreakerTimesAndWaitsInRealTime) {
+  // SystemClock()'s inline reads: a call that runs 10 ms of real time is
+  // slow at a 5 ms threshold (timed precisely), and OPEN ends no earlier
+  // than its real wait. Real time only: a bounded spin, no sleep.
+  CircuitBreakerConfig config = CountConfig();
+  config.slow_call_duration_threshold = 5ms;
+  config.wait_duration_in_open_state = 50ms;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(config, SystemClock()));
+  Clock& real = SystemClock();
+  ASSERT_TRUE(cb->precise_call_timing());
+  const TimePoint start = real.Now();
+  ASSERT_TRUE(cb->Call([&] {
+                  while (real.Now() - start < 10ms) {
+                    // Spins: the call's duration is the point.
+                  }
+                  return 1;
+                }).has_value());
+  EXPECT_EQ(cb->metrics().slow_calls, 1);
+  Trip(*cb, 9);
+  const TimePoint after_trip = real.Now();
+  const std::optional<TimePoint> retry_at = ExpectRejected(*cb, "open");
+  ASSERT_TRUE(retry_at.has_value());
+  EXPECT_LE(*retry_at, after_trip + 50ms);
+  EXPECT_GE(*retry_at, start + 10ms + 50ms);  // opened after the 10 ms call
+  Result<Permit> probe = cb->TryAcquire();
+  while (!probe.has_value() && real.Now() < after_trip + 10s) probe = cb->TryAcquire();
+  ASSERT_TRUE(probe.has_value()) << "OPEN never ended on the system clock";
+  EXPECT_GT(real.Now(), *retry_at);
+  probe->Success(1ms);
+}
+
 TEST(CircuitBreaker, CallRecordsAndRethrowsExceptionsUnchanged) {
   ManualClock clock;
   FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(CountConfig(), clock));

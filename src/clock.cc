@@ -1,7 +1,6 @@
-// The one place in fusebox that reads the system clock and sleeps.
+// The one place in fusebox that reads the system clock and sleeps (its two
+// reads are inline in fusebox/internal/system_clock.h, for the hot paths).
 #include "fusebox/clock.h"
-
-#include <time.h>
 
 #include <condition_variable>
 #include <map>
@@ -9,26 +8,13 @@
 #include <thread>
 #include <utility>
 
+#include "fusebox/internal/system_clock.h"
+
 namespace fusebox {
 namespace {
 
-TimePoint SteadyNow() {
-  return std::chrono::time_point_cast<Duration>(std::chrono::steady_clock::now());
-}
-
-// steady_clock on Linux is CLOCK_MONOTONIC; CLOCK_MONOTONIC_COARSE is the same
-// clock read from the last tick (resolution 1-4 ms), without the TSC read and
-// scaling: ~3 ns instead of ~21 ns on this machine. It never runs ahead of
-// CLOCK_MONOTONIC, so a deadline checked against it is never early.
-TimePoint CoarseSteadyNow() {
-#if defined(CLOCK_MONOTONIC_COARSE)
-  timespec ts;
-  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0) {
-    return TimePoint(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
-  }
-#endif
-  return SteadyNow();
-}
+using internal::CoarseSteadyNow;
+using internal::SteadyNow;
 
 // Runs timers for SystemClock on one thread, started on the first
 // ScheduleAt(). The thread and this object live until the process exits (the

@@ -540,6 +540,7 @@ Result<std::unique_ptr<Registry>> Registry::Create(RegistryOptions options) {
 
 Registry::Registry(RegistryOptions options)
     : clock_(options.clock != nullptr ? *options.clock : SystemClock()),
+      system_clock_(internal::IsSystemClock(clock_)),
       options_(std::move(options)),
       impl_(std::make_unique<Impl>()) {
   internal::MutexLock lock(&impl_->configs_mu);
@@ -570,11 +571,11 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::Get(const RegistryKey& key,
 }
 
 Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view config_name) {
-  return BorrowHashed(RegistryKey::Hash(key), key, clock_.CoarseNow(), config_name);
+  return BorrowHashed(RegistryKey::Hash(key), key, CoarseNow(), config_name);
 }
 
 Result<BorrowedBreaker> Registry::Borrow(const RegistryKey& key, std::string_view config_name) {
-  return BorrowHashed(key.hash(), key.key(), clock_.CoarseNow(), config_name);
+  return BorrowHashed(key.hash(), key.key(), CoarseNow(), config_name);
 }
 
 Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view config_name,
@@ -596,7 +597,7 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::GetHashed(std::uint64_t hash,
                                                             std::string_view config_name) {
   // The coarse clock is plenty to rank entries by last use and to notice
   // that a minute has passed since the last sweep.
-  const TimePoint now = clock_.CoarseNow();
+  const TimePoint now = CoarseNow();
   internal::HazardSlot* hazard = internal::FreeHazardSlot();
   if (Entry* e = Hit(hash, key, now, hazard)) {
     std::shared_ptr<CircuitBreaker> breaker = e->breaker;

@@ -153,6 +153,20 @@ TEST_F(RegistryTest, CreateValidatesOptions) {
   }
 }
 
+TEST_F(RegistryTest, CoarseNowIsTheClocksWhateverTheClock) {
+  // Inline for SystemClock() (internal/system_clock.h), the clock's own read
+  // otherwise: the manual time is 1,000 days from the real one.
+  Build(Options());
+  clock_.Advance(1234ms);
+  EXPECT_EQ(registry_->CoarseNow(), clock_.Now());
+  Result<std::unique_ptr<Registry>> real = Registry::Create({});
+  ASSERT_TRUE(real.has_value()) << real.error();
+  const TimePoint before = SystemClock().CoarseNow();
+  const TimePoint now = (*real)->CoarseNow();
+  EXPECT_GE(now, before);
+  EXPECT_LE(now, SystemClock().Now());  // the coarse clock never runs ahead
+}
+
 TEST_F(RegistryTest, GetCreatesFromDefaultTemplateAndReturnsTheSameBreaker) {
   RegistryOptions o = Options();
   o.default_config = SmallConfig(7);

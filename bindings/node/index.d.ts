@@ -177,6 +177,12 @@ export interface FleetHealth {
   dropped: number;
   resyncs: number;
   authFailures: number;
+  /** Sentinel URLs: primaries followed, the first one included. 0 otherwise. */
+  failovers: number;
+  /** With `?wait_replicas=N`: trips and overrides that WAIT said reached N replicas. */
+  replicaAcks: number;
+  /** With `?wait_replicas=N`: those that did not within `wait_timeout`, or could not be asked. */
+  replicaAckShortfalls: number;
 }
 
 export class OpenBreakerError extends Error {

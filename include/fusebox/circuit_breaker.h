@@ -74,6 +74,7 @@
 #include "fusebox/backoff.h"
 #include "fusebox/clock.h"
 #include "fusebox/internal/circuit_breaker_word.h"
+#include "fusebox/internal/system_clock.h"
 #include "fusebox/result.h"
 #include "fusebox/shared_state.h"
 #include "fusebox/status.h"
@@ -686,6 +687,9 @@ class CircuitBreaker {
   bool DeferFailure(std::uint32_t epoch, Duration d) noexcept;
   bool DeferFailureToLog(std::uint64_t word) noexcept;
   TimePoint CallTime() const noexcept;
+  // clock_.CoarseNow() and clock_.Now(), inline when clock_ is SystemClock().
+  TimePoint CoarseNow() const noexcept { return internal::CoarseNow(clock_, system_clock_); }
+  TimePoint PreciseNow() const noexcept { return internal::Now(clock_, system_clock_); }
   TimePoint CoarseOrNone(TimePoint end) const noexcept;
   Outcome ClassifyException(const std::exception_ptr& e) const noexcept;
 
@@ -703,6 +707,9 @@ class CircuitBreaker {
   // OutcomeOrder::kRelaxed on a COUNT_BASED window without a
   // consecutive_failure_threshold: failures may be deferred (DeferFailure()).
   const bool relaxed_order_;
+  // clock_ is SystemClock(): the hot paths read it without the virtual call
+  // (internal/system_clock.h). Beside the flags above, in their padding.
+  const bool system_clock_;
   Clock& clock_;
   const std::string name_;
   const CircuitBreakerConfig config_;
@@ -919,7 +926,7 @@ inline TimePoint CircuitBreaker::CallTime() const noexcept {
   // Call() reads the clock twice. Precise (~21 ns a read on SystemClock here)
   // only when the slow-call threshold is short enough for the coarse clock's
   // few milliseconds to matter; see CallTiming.
-  return precise_call_timing_ ? clock_.Now() : clock_.CoarseNow();
+  return precise_call_timing_ ? PreciseNow() : CoarseNow();
 }
 
 inline TimePoint CircuitBreaker::CoarseOrNone(TimePoint end) const noexcept {

@@ -2,7 +2,9 @@
 //
 // Nothing in fusebox reads the system clock or sleeps except through a Clock
 // (a CI check enforces it), so that tests and the simulator drive time with
-// testing::ManualClock and never sleep.
+// testing::ManualClock and never sleep. (A breaker or registry whose clock is
+// SystemClock() itself reads it inline, without the virtual call:
+// fusebox/internal/system_clock.h.)
 //
 // A Clock provides:
 //   - Now(): precise steady time;

@@ -74,6 +74,7 @@
 
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/clock.h"
+#include "fusebox/internal/system_clock.h"
 #include "fusebox/result.h"
 #include "fusebox/status.h"
 
@@ -273,6 +274,9 @@ class Registry {
   void ForEach(const std::function<void(const std::string& key, CircuitBreaker&)>& fn) const;
 
   Clock& clock() const noexcept { return clock_; }
+  // clock().CoarseNow(), inline when the clock is SystemClock() (no virtual
+  // call): the read a caller hands to Borrow(key, config, coarse_now).
+  TimePoint CoarseNow() const noexcept { return internal::CoarseNow(clock_, system_clock_); }
 
  private:
   struct Entry;
@@ -299,6 +303,8 @@ class Registry {
   void Emit(const RegistryEvent& event) const;
 
   Clock& clock_;
+  // clock_ is SystemClock(): CoarseNow() reads it inline.
+  const bool system_clock_;
   const RegistryOptions options_;
   struct Impl;
   std::unique_ptr<Impl> impl_;

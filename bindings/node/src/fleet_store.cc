@@ -131,6 +131,9 @@ Napi::Object FleetHealthObject(Napi::Env env, const redis::RedisSharedState& sto
   n("dropped", s.dropped);
   n("resyncs", s.resyncs);
   n("authFailures", s.auth_failures);
+  n("failovers", s.failovers);
+  n("replicaAcks", s.replica_acks);
+  n("replicaAckShortfalls", s.replica_ack_shortfalls);
   return o;
 }
 

@@ -190,6 +190,40 @@ test('the steady state sends no Redis command per call', T, async (t) => {
             `${after.commands - before.commands} commands for 2000 calls`);
 });
 
+test('fleetHealth() counts failovers, and with ?wait_replicas=1 trips a replica acknowledged or fell short of', T, async (t) => {
+  const primary = await RedisServer.start();
+  const replica = await RedisServer.start({ replicaOf: primary.port });
+  const alone = await RedisServer.start();
+  const wait = '?wait_replicas=1&wait_timeout=100ms';
+  const acked = new Registry({ redis: primary.url + wait, defaults });
+  const short = new Registry({ redis: alone.url + wait, defaults });
+  t.after(async () => {
+    acked.close();
+    short.close();
+    await Promise.all([replica.stop(), primary.stop(), alone.stop()]);
+  });
+  for (const r of [acked, short]) {
+    const h = r.fleetHealth();
+    for (const f of ['failovers', 'replicaAcks', 'replicaAckShortfalls']) {
+      assert.equal(typeof h[f], 'number', `fleetHealth().${f}`);
+    }
+    // No sentinel, no trip yet.
+    assert.deepEqual([h.failovers, h.replicaAcks, h.replicaAckShortfalls], [0, 0, 0]);
+  }
+  assert.ok(await pollUntil(() => replica.replicating(), POLL), 'the replica never synced');
+
+  // One trip each: the store's thread sends it, then WAIT 1 100.
+  for (const r of [acked, short]) {
+    for (let i = 0; i < 4; ++i) await assert.rejects(r.run('trip', () => { throw new Error('x'); }), /x/);
+    assert.equal(r.state('trip'), 'OPEN');
+  }
+  assert.ok(await pollUntil(() => acked.fleetHealth().replicaAcks >= 1, POLL), 'the replica never acknowledged');
+  assert.equal(acked.fleetHealth().replicaAckShortfalls, 0);
+  // Without a replica WAIT answers 0 once its 100 ms are over.
+  assert.ok(await pollUntil(() => short.fleetHealth().replicaAckShortfalls >= 1, POLL), 'no shortfall counted');
+  assert.equal(short.fleetHealth().replicaAcks, 0);
+});
+
 // Runs `calls` (a promise) while a setImmediate chain measures the longest
 // gap between turns of the event loop.
 async function longestGap(calls) {

@@ -35,18 +35,21 @@ function freePort() {
   });
 }
 
-// One PING over a fresh connection: true on +PONG.
-function ping(port, timeoutMs) {
+// Sends `line` over a fresh connection: true once the reply holds `expect`,
+// false on an error or after `timeoutMs`.
+function answers(port, line, expect, timeoutMs) {
   return new Promise((resolve) => {
     const sock = net.connect({ host: '127.0.0.1', port });
     let data = '';
     const done = (ok) => { sock.destroy(); clearTimeout(timer); resolve(ok); };
     const timer = setTimeout(() => done(false), timeoutMs);
-    sock.on('connect', () => sock.write('PING\r\n'));
-    sock.on('data', (b) => { data += b; if (data.includes('\r\n')) done(data.startsWith('+PONG')); });
+    sock.on('connect', () => sock.write(`${line}\r\n`));
+    sock.on('data', (b) => { data += b; if (data.includes(expect)) done(true); });
     sock.on('error', () => done(false));
   });
 }
+
+const ping = (port, timeoutMs) => answers(port, 'PING', '+PONG', timeoutMs);
 
 // Polls `check` (async, returning truthy) every `everyMs` until it holds or
 // `boundMs` passed; returns its last value.
@@ -60,7 +63,9 @@ async function pollUntil(check, boundMs, everyMs = 10) {
 }
 
 class RedisServer {
-  static async start() {
+  // `replicaOf`: a port on 127.0.0.1 whose server this one replicates
+  // (--replicaof); see replicating().
+  static async start({ replicaOf } = {}) {
     const binary = findRedisServer();
     if (!binary) {
       throw new Error('redis-server not found in PATH: install it (apt-get install redis-server, ' +
@@ -69,7 +74,7 @@ class RedisServer {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fusebox-node-redis-'));
     let last;
     for (let attempt = 0; attempt < 5; ++attempt) {
-      const server = new RedisServer(binary, dir, await freePort());
+      const server = new RedisServer(binary, dir, await freePort(), replicaOf);
       last = await server.spawn();
       if (last === undefined) return server;
     }
@@ -77,17 +82,20 @@ class RedisServer {
     throw last;
   }
 
-  constructor(binary, dir, port) {
+  constructor(binary, dir, port, replicaOf) {
     this.binary = binary;
     this.dir = dir;
     this.port = port;
+    this.replicaOf = replicaOf;
     this.url = `redis://127.0.0.1:${port}/0`;
   }
 
   async spawn() {
-    this.proc = spawn(this.binary, ['--port', String(this.port), '--bind', '127.0.0.1',
+    const args = ['--port', String(this.port), '--bind', '127.0.0.1',
       '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--dir', this.dir,
-      '--logfile', path.join(this.dir, 'redis.log')], { stdio: 'ignore' });
+      '--logfile', path.join(this.dir, 'redis.log')];
+    if (this.replicaOf !== undefined) args.push('--replicaof', '127.0.0.1', String(this.replicaOf));
+    this.proc = spawn(this.binary, args, { stdio: 'ignore' });
     let exited = false;
     this.proc.once('exit', () => { exited = true; });
     const ready = await pollUntil(async () => exited || await ping(this.port, 200), 10000);
@@ -97,6 +105,10 @@ class RedisServer {
     try { log = fs.readFileSync(path.join(this.dir, 'redis.log'), 'utf8').slice(-2000); } catch { /* none */ }
     return new Error(`redis-server on port ${this.port} did not start${exited ? ' (exited)' : ''}; log:\n${log}`);
   }
+
+  // A replica: whether its link to the primary is up (the initial sync
+  // done), so that the primary's WAIT can count it.
+  replicating() { return answers(this.port, 'INFO replication', 'master_link_status:up', 1000); }
 
   // SIGSTOP: the server keeps its port but answers nothing (a hung Redis).
   pause() { this.proc.kill('SIGSTOP'); }

@@ -359,7 +359,7 @@ template <typename F>
 auto RunProviderCall(Registry& registry, std::string_view key, F&& fn) -> std::invoke_result_t<F&> {
   using R = std::invoke_result_t<F&>;
   // One clock read for both lookups and the call's coarse start.
-  const TimePoint now = registry.clock().CoarseNow();
+  const TimePoint now = registry.CoarseNow();
   // Declared before the permits, so given back after them.
   const internal::BorrowedCircuits circuits = internal::BorrowProviderCircuits(registry, key, now);
   std::variant<internal::ProviderPermits, ProviderError> admitted =

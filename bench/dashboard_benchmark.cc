@@ -110,11 +110,10 @@ BENCHMARK(BM_DashboardTick)->Unit(benchmark::kMillisecond);
 
 // One filter's share of a tick (render its top N, diff against the last
 // rows), and the bytes of the delta every stream of that filter receives:
-// bytes per tick = bytes per second per open dashboard. Arg: top N.
-void BM_DashboardPublish(benchmark::State& state) {
+// bytes per tick = bytes per second per open dashboard.
+void PublishFor(benchmark::State& state, const std::string& query) {
   Fleet& f = SharedFleet();
   DashboardStreams streams(kMaxDashboardStreams);
-  const std::string query = "top=" + std::to_string(state.range(0));
   auto sub = streams.Subscribe(query, *f.stats.frame());
   double bytes = 0;
   for (auto _ : state) {
@@ -130,7 +129,20 @@ void BM_DashboardPublish(benchmark::State& state) {
   state.counters["bytes_per_tick"] =
       benchmark::Counter(bytes / static_cast<double>(state.iterations()));
 }
+// Arg: top N.
+void BM_DashboardPublish(benchmark::State& state) {
+  PublishFor(state, "top=" + std::to_string(state.range(0)));
+}
 BENCHMARK(BM_DashboardPublish)->Arg(10)->Arg(25)->Arg(200)->Unit(benchmark::kMicrosecond);
+
+// The page's own query: key rows only for the expanded groups; here one
+// drill-down open (Arg 1) or none (Arg 0), at the default top 25.
+void BM_DashboardPublishKeysExpanded(benchmark::State& state) {
+  // Group 0 holds an OPEN breaker: it is among the 25 shown.
+  const std::string open = std::string(GroupLatencies::GroupOfKey(KeyOf(0, 0)));
+  PublishFor(state, "top=25&keys=expanded" + (state.range(0) > 0 ? "&open=" + open : ""));
+}
+BENCHMARK(BM_DashboardPublishKeysExpanded)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 // ---- Timing a call for the p99 (per upstream call) ----
 

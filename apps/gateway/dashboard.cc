@@ -261,8 +261,14 @@ function renderGroup(g) {
   div.appendChild(head);
   const details = el("details", "drill");
   details.open = openGroups.has(g.group);
-  details.addEventListener("toggle", () => { if (details.open) openGroups.add(g.group); else openGroups.delete(g.group); });
-  details.appendChild(el("summary", "", "keys" + (g.keys_matched > g.keys.length ? " (worst " + g.keys.length + " of " + g.keys_matched + ")" : "") + " and timeline"));
+  details.addEventListener("toggle", () => {
+    const had = openGroups.has(g.group);
+    if (details.open) openGroups.add(g.group); else openGroups.delete(g.group);
+    // The server sends key rows for the open groups only: ask again.
+    if (had !== details.open) reconnectSoon(50);
+  });
+  const sent = g.keys_sent !== false;
+  details.appendChild(el("summary", "", "keys" + (!sent ? " (" + g.keys_matched + ")" : g.keys_matched > g.keys.length ? " (worst " + g.keys.length + " of " + g.keys_matched + ")" : "") + " and timeline"));
   const table = el("table", "keys");
   const thead = el("thead");
   const hr = el("tr");
@@ -392,6 +398,9 @@ function touched() { $("updated").textContent = new Date().toLocaleTimeString();
 function query() {
   const p = new URLSearchParams();
   for (const id of ["q", "provider", "workload", "state", "top"]) if ($(id).value) p.set(id, $(id).value);
+  // Key rows only for the expanded groups (docs/gateway.md, "The stream").
+  p.set("keys", "expanded");
+  if (openGroups.size) p.set("open", [...openGroups].sort().join(","));
   return p.toString();
 }
 function connect() {
@@ -417,7 +426,8 @@ function connect() {
   source.addEventListener("transition", (e) => { addTransition(JSON.parse(e.data)); touched(); });
 }
 let pending = null;
-$("filters").addEventListener("input", () => { clearTimeout(pending); pending = setTimeout(connect, 300); });
+function reconnectSoon(ms) { clearTimeout(pending); pending = setTimeout(connect, ms); }
+$("filters").addEventListener("input", () => reconnectSoon(300));
 $("filters").addEventListener("submit", (e) => { e.preventDefault(); connect(); });
 connect();
 </script>

@@ -90,12 +90,36 @@ Result<DashboardFilter> DashboardFilter::Parse(std::string_view query) {
       }
       f.top = n;
     }
+    if (name == "keys") {
+      if (value != "all" && value != "expanded") {
+        return Status::InvalidArgument("keys: expected all or expanded");
+      }
+      f.keys_expanded = value == "expanded";
+    }
+    if (name == "open") {
+      for (std::size_t at = 0; at <= value.size();) {
+        const std::size_t comma = std::min(value.find(',', at), value.size());
+        if (comma > at) f.open.push_back(value.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
+  }
+  std::sort(f.open.begin(), f.open.end());
+  f.open.erase(std::unique(f.open.begin(), f.open.end()), f.open.end());
+  if (f.open.size() > kMaxOpen) {
+    return Status::InvalidArgument("open: at most " + std::to_string(kMaxOpen) + " groups");
   }
   return f;
 }
 
+bool DashboardFilter::SendsKeysOf(std::string_view group) const {
+  return !keys_expanded || std::binary_search(open.begin(), open.end(), group);
+}
+
 std::string DashboardFilter::Canonical() const {
-  return Dump(Json::array({q, provider, workload, state, top}));
+  // `open` counts only when it selects the keys sent.
+  return Dump(Json::array({q, provider, workload, state, top, keys_expanded,
+                           keys_expanded ? open : std::vector<std::string>{}}));
 }
 
 // ---- DashboardStats ----
@@ -437,9 +461,10 @@ std::string DashboardStreams::RowJson(const GroupView& g, const DashboardFilter&
   // A group found by its own name shows all its keys (in the state asked).
   const bool group_hit = f.state.empty() && Contains(g.group, f.q);
   std::size_t matched = 0;
+  const bool send_keys = f.SendsKeysOf(g.group);
   for (const KeyView& k : g.keys) {
     if (!group_hit && !KeyMatches(k, f)) continue;
-    if (++matched > DashboardFilter::kKeysPerGroup) continue;
+    if (++matched > DashboardFilter::kKeysPerGroup || !send_keys) continue;
     keys.push_back({{"key", k.key},
                     {"state", k.state},
                     {"breakers", k.breakers},
@@ -471,6 +496,7 @@ std::string DashboardStreams::RowJson(const GroupView& g, const DashboardFilter&
                  {"p99_ms", P99Json(g.spark_p99)}}},
                {"key_count", g.keys.size()},
                {"keys_matched", matched},
+               {"keys_sent", send_keys},
                {"open_keys", g.open_keys},
                {"keys", std::move(keys)},
                {"timeline", std::move(timeline)}});

@@ -162,14 +162,25 @@ struct DashboardFilter {
   std::string state;
   // Groups sent at most (1 .. kMaxTop; default kDefaultTop).
   std::size_t top = kDefaultTop;
+  // "keys=expanded": key rows only for the groups in `open` (the page's
+  // expanded drill-downs), to cut the bytes; by default every group's.
+  bool keys_expanded = false;
+  // "open=<group>,<group>": sorted, without duplicates, at most kMaxOpen.
+  std::vector<std::string> open;
 
   static constexpr std::size_t kDefaultTop = 25;
   static constexpr std::size_t kMaxTop = 200;
   // Keys per group sent at most (worst first).
   static constexpr std::size_t kKeysPerGroup = 20;
+  // Groups named in `open` at most.
+  static constexpr std::size_t kMaxOpen = kMaxTop;
 
-  // From "q=...&provider=...&workload=...&state=...&top=N"; unknown names
-  // are ignored, a bad top is kInvalidArgument naming it.
+  // Whether `group`'s key rows are sent.
+  bool SendsKeysOf(std::string_view group) const;
+
+  // From "q=...&provider=...&workload=...&state=...&top=N&keys=expanded&
+  // open=a:read,b:write"; unknown names are ignored, a bad top, keys or
+  // open is kInvalidArgument naming it.
   static Result<DashboardFilter> Parse(std::string_view query);
   // A canonical form: filters that mean the same share a channel.
   std::string Canonical() const;

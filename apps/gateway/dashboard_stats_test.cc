@@ -231,6 +231,47 @@ TEST_F(DashboardStatsTest, TheFilterSelectsAndTopCuts) {
   EXPECT_FALSE(DashboardFilter::Parse("top=201").has_value());
 }
 
+TEST_F(DashboardStatsTest, KeysExpandedSendsKeyRowsOnlyForTheOpenGroups) {
+  const Frame f = FiveGroups(clock_, stats_);
+  std::size_t matching = 0;
+  // By default (and keys=all) every group's keys; `open` alone changes nothing.
+  for (const char* query : {"", "keys=all", "open=a%3Aread"}) {
+    auto rows = DashboardStreams::Render(f, *DashboardFilter::Parse(query), &matching);
+    for (const auto& [group, row] : rows) {
+      EXPECT_EQ(Json::parse(row)["keys"].size(), 1u) << query << " " << group;
+      EXPECT_EQ(Json::parse(row)["keys_sent"], true) << query << " " << group;
+    }
+  }
+  auto rows = DashboardStreams::Render(
+      f, *DashboardFilter::Parse("keys=expanded&open=c%3Aread,a%3Aread,a%3Aread"), &matching);
+  ASSERT_EQ(rows.size(), 5u);
+  for (const auto& [group, row] : rows) {
+    const Json j = Json::parse(row);
+    const bool open = group == "a:read" || group == "c:read";
+    EXPECT_EQ(j["keys"].size(), open ? 1u : 0u) << group;
+    EXPECT_EQ(j["keys_sent"], open) << group;
+    EXPECT_EQ(j["keys_matched"], 1) << "still counted: " << group;
+  }
+  // The same open groups in any order share a channel; `open` without
+  // keys=expanded is the default's channel.
+  EXPECT_EQ(DashboardFilter::Parse("keys=expanded&open=a:read,c:read")->Canonical(),
+            DashboardFilter::Parse("open=c:read,a:read&keys=expanded")->Canonical());
+  EXPECT_EQ(DashboardFilter::Parse("open=a:read")->Canonical(),
+            DashboardFilter::Parse("")->Canonical());
+  EXPECT_NE(DashboardFilter::Parse("keys=expanded")->Canonical(),
+            DashboardFilter::Parse("")->Canonical());
+  Result<DashboardFilter> bad = DashboardFilter::Parse("keys=some");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.error().message()), HasSubstr("keys"));
+  std::string many = "keys=expanded&open=";
+  for (std::size_t i = 0; i <= DashboardFilter::kMaxOpen; ++i)
+    many += "g" + std::to_string(i) + ",";
+  bad = DashboardFilter::Parse(many);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(std::string(bad.error().message()), HasSubstr("open"));
+}
+
 TEST_F(DashboardStatsTest, StreamsGetOnlyTheGroupsThatChanged) {
   const std::string a = "provider:a:read:1:transient";
   const std::string b = "provider:b:read:1:transient";

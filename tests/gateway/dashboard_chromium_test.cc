@@ -406,6 +406,13 @@ TEST_F(DashboardChromiumTest, RendersTheKeysAndShowsOneOpeningLive) {
   EXPECT_THAT(page.Evaluate(WaitFor("#connection[data-state=\"live\"]")), HasSubstr("live"));
   EXPECT_EQ(page.Evaluate(WaitUntil("(document.querySelector('#instance') || {}).textContent")),
             "gw-dash");
+  // Key rows come only for expanded groups: none until the drill-down opens
+  // (the page then reopens its stream with open=instagram:read).
+  EXPECT_THAT(page.Evaluate(WaitFor(".group[data-group=\"instagram:read\"] details.drill")),
+              HasSubstr("keys (1) and timeline"));
+  EXPECT_EQ(page.Evaluate("String(document.querySelectorAll('tr.key').length)"), "0");
+  page.Evaluate(
+      "document.querySelector('.group[data-group=\"instagram:read\"] details').open = true");
   const std::string row =
       page.Evaluate(WaitFor(".group[data-group=\"instagram:read\"] tr.key[data-name=\"" + key +
                             "\"][data-state=\"closed\"]"));
@@ -495,6 +502,7 @@ TEST_F(DashboardChromiumTest, GroupsRatesFilterEscapingAndAnOperatorAction) {
   // The hostile key is text: its row holds it verbatim, no element was
   // made of it, and its script never ran.
   const std::string hostile_key = "provider:instagram:read:" + hostile;
+  page.Evaluate("document.querySelectorAll('#groups details').forEach((d) => d.open = true)");
   EXPECT_EQ(page.Evaluate(WaitUntil("(() => { const r = [...document.querySelectorAll('tr.key')]"
                                     ".find((tr) => tr.dataset.name === " +
                                     Json(hostile_key).dump() +

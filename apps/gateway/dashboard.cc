@@ -125,6 +125,7 @@ button { cursor: pointer; }
 .spark-failures polyline { stroke: var(--fail); }
 .spark-rejections polyline { stroke: var(--rej); }
 .spark-stale polyline { stroke: var(--stale); }
+.spark-p99 polyline { stroke: var(--rej); stroke-dasharray: 3 2; }
 table { border-collapse: collapse; width: 100%; margin: .4rem 0; }
 th, td { text-align: left; padding: .2rem .5rem; border-bottom: 1px solid var(--line); font-size: .82rem; }
 td.name { font-family: monospace; word-break: break-all; }
@@ -214,7 +215,8 @@ function badge(callsPerSec) {
   svg.dataset.r = r.toFixed(1);
   return svg;
 }
-function counts(row, w) {
+function millis(ms) { return ms >= 100 ? ms.toFixed(0) : ms >= 1 ? ms.toFixed(1) : ms.toFixed(3); }
+function counts(row, w, latency) {
   const rates = el("span", "rates");
   for (const [cls, label] of [["calls", "calls"], ["failures", "fail"], ["rejections", "rejected"], ["stale", "stale"]]) {
     const s = el("span", cls, label + " " + rate(w[cls]) + "/s");
@@ -223,6 +225,15 @@ function counts(row, w) {
   }
   const lat = el("span", "latency", "mean " + w.mean_ms.toFixed(1) + " ms");
   rates.appendChild(lat);
+  if (latency) {
+    // Upper bounds of ~20 % wide buckets (docs/gateway.md): shown as such.
+    for (const q of ["p50", "p99"]) {
+      const v = latency[q + "_ms"];
+      const s = el("span", q, q + " " + (typeof v === "number" ? "\u2264 " + millis(v) + " ms" : "-"));
+      s.dataset.ms = typeof v === "number" ? String(v) : "";
+      rates.appendChild(s);
+    }
+  }
   row.appendChild(rates);
 }
 function actionButtons(td, key) {
@@ -241,14 +252,23 @@ function renderGroup(g) {
   head.appendChild(badge(g.window.calls / (frame.window_s || 60)));
   head.appendChild(el("span", "gname", g.group));
   head.appendChild(el("span", "state", g.state + (g.open_keys ? " (" + g.open_keys + " of " + g.key_count + " open)" : " (" + g.key_count + " keys)")));
-  counts(head, g.window);
+  counts(head, g.window, g.latency);
   const max = Math.max(1, ...g.spark.calls, ...g.spark.rejections);
   for (const k of ["calls", "failures", "rejections", "stale"]) head.appendChild(sparkline("spark-" + k, g.spark[k], max));
+  // p99 on its own scale (ms); a bucket without a timed call draws as 0.
+  const p99 = (g.spark.p99_ms || []).map((v) => (typeof v === "number" ? v : 0));
+  head.appendChild(sparkline("spark-p99", p99, Math.max(0.001, ...p99)));
   div.appendChild(head);
   const details = el("details", "drill");
   details.open = openGroups.has(g.group);
-  details.addEventListener("toggle", () => { if (details.open) openGroups.add(g.group); else openGroups.delete(g.group); });
-  details.appendChild(el("summary", "", "keys" + (g.keys_matched > g.keys.length ? " (worst " + g.keys.length + " of " + g.keys_matched + ")" : "") + " and timeline"));
+  details.addEventListener("toggle", () => {
+    const had = openGroups.has(g.group);
+    if (details.open) openGroups.add(g.group); else openGroups.delete(g.group);
+    // The server sends key rows for the open groups only: ask again.
+    if (had !== details.open) reconnectSoon(50);
+  });
+  const sent = g.keys_sent !== false;
+  details.appendChild(el("summary", "", "keys" + (!sent ? " (" + g.keys_matched + ")" : g.keys_matched > g.keys.length ? " (worst " + g.keys.length + " of " + g.keys_matched + ")" : "") + " and timeline"));
   const table = el("table", "keys");
   const thead = el("thead");
   const hr = el("tr");
@@ -378,6 +398,9 @@ function touched() { $("updated").textContent = new Date().toLocaleTimeString();
 function query() {
   const p = new URLSearchParams();
   for (const id of ["q", "provider", "workload", "state", "top"]) if ($(id).value) p.set(id, $(id).value);
+  // Key rows only for the expanded groups (docs/gateway.md, "The stream").
+  p.set("keys", "expanded");
+  if (openGroups.size) p.set("open", [...openGroups].sort().join(","));
   return p.toString();
 }
 function connect() {
@@ -403,7 +426,8 @@ function connect() {
   source.addEventListener("transition", (e) => { addTransition(JSON.parse(e.data)); touched(); });
 }
 let pending = null;
-$("filters").addEventListener("input", () => { clearTimeout(pending); pending = setTimeout(connect, 300); });
+function reconnectSoon(ms) { clearTimeout(pending); pending = setTimeout(connect, ms); }
+$("filters").addEventListener("input", () => reconnectSoon(300));
 $("filters").addEventListener("submit", (e) => { e.preventDefault(); connect(); });
 connect();
 </script>

@@ -90,12 +90,36 @@ Result<DashboardFilter> DashboardFilter::Parse(std::string_view query) {
       }
       f.top = n;
     }
+    if (name == "keys") {
+      if (value != "all" && value != "expanded") {
+        return Status::InvalidArgument("keys: expected all or expanded");
+      }
+      f.keys_expanded = value == "expanded";
+    }
+    if (name == "open") {
+      for (std::size_t at = 0; at <= value.size();) {
+        const std::size_t comma = std::min(value.find(',', at), value.size());
+        if (comma > at) f.open.push_back(value.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
+  }
+  std::sort(f.open.begin(), f.open.end());
+  f.open.erase(std::unique(f.open.begin(), f.open.end()), f.open.end());
+  if (f.open.size() > kMaxOpen) {
+    return Status::InvalidArgument("open: at most " + std::to_string(kMaxOpen) + " groups");
   }
   return f;
 }
 
+bool DashboardFilter::SendsKeysOf(std::string_view group) const {
+  return !keys_expanded || std::binary_search(open.begin(), open.end(), group);
+}
+
 std::string DashboardFilter::Canonical() const {
-  return Dump(Json::array({q, provider, workload, state, top}));
+  // `open` counts only when it selects the keys sent.
+  return Dump(Json::array({q, provider, workload, state, top, keys_expanded,
+                           keys_expanded ? open : std::vector<std::string>{}}));
 }
 
 // ---- DashboardStats ----
@@ -117,7 +141,6 @@ std::vector<BreakerSample> SampleBreakers(const Registry& registry) {
 DashboardStats::DashboardStats(Options options) : options_(options) {}
 
 std::pair<std::string, std::string> DashboardStats::KeyAndGroup(std::string_view breaker) {
-  static constexpr std::string_view kPrefix = "provider:";
   std::string_view key = breaker;
   for (std::string_view suffix : {":transient", ":quota"}) {
     if (key.size() > suffix.size() && key.substr(key.size() - suffix.size()) == suffix) {
@@ -125,15 +148,18 @@ std::pair<std::string, std::string> DashboardStats::KeyAndGroup(std::string_view
       break;
     }
   }
-  if (key.substr(0, kPrefix.size()) != kPrefix) return {std::string(breaker), "other"};
-  const std::string_view rest = key.substr(kPrefix.size());
-  const std::size_t p = rest.find(':');
-  const std::size_t w = p == std::string_view::npos ? p : rest.find(':', p + 1);
-  if (w == std::string_view::npos) return {std::string(breaker), "other"};
-  return {std::string(key), std::string(rest.substr(0, w))};
+  // The handler times calls by the same grouping (GroupOfKey).
+  const std::string_view group = GroupLatencies::GroupOfKey(key);
+  if (group == GroupLatencies::kOtherGroup) return {std::string(breaker), "other"};
+  return {std::string(key), std::string(group)};
 }
 
-void DashboardStats::Ring::Advance(std::int64_t bucket) {
+void DashboardStats::LatencyInterval::Add(const LatencyInterval& o) {
+  for (std::size_t i = 0; i < n.size(); ++i) n[i] += o.n[i];
+}
+
+template <typename T>
+void DashboardStats::Ring<T>::Advance(std::int64_t bucket) {
   if (bucket <= head) return;
   const auto n = static_cast<std::int64_t>(buckets.size());
   // Clears the buckets skipped since the last tick (all of them after a
@@ -144,8 +170,9 @@ void DashboardStats::Ring::Advance(std::int64_t bucket) {
   head = bucket;
 }
 
-IntervalCounts DashboardStats::Ring::Sum(std::size_t last) const {
-  IntervalCounts sum;
+template <typename T>
+T DashboardStats::Ring<T>::Sum(std::size_t last) const {
+  T sum;
   const auto n = static_cast<std::int64_t>(buckets.size());
   for (std::int64_t b = head; b > head - static_cast<std::int64_t>(last) && b >= 0; --b) {
     sum.Add(buckets[static_cast<std::size_t>(b % n)]);
@@ -217,6 +244,7 @@ void DashboardStats::Tick(TimePoint now, const std::vector<BreakerSample>& sampl
     if (g.ring.buckets.empty()) g.ring.buckets.resize(options_.buckets);
     g.ring.Advance(bucket);
   }
+  FoldLatencies(bucket);
   const auto slot = static_cast<std::size_t>(bucket);
   IntervalCounts tick;
   for (auto& [key, k] : keys_) {
@@ -262,6 +290,38 @@ void DashboardStats::Tick(TimePoint now, const std::vector<BreakerSample>& sampl
   frame_ = std::move(frame);
 }
 
+void DashboardStats::FoldLatencies(std::int64_t bucket) {
+  const auto slot = static_cast<std::size_t>(bucket);
+  latencies_.ForEach([&](const std::string& name, const LatencyCounts& now) {
+    LatencyCounts& last = latency_last_[name];
+    LatencyInterval d;
+    std::int64_t calls = 0;
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      d.n[i] = now[i] - last[i];
+      calls += d.n[i];
+    }
+    last = now;
+    // Times of a group no breaker shows (gone since) are dropped.
+    auto it = groups_.find(name);
+    if (calls == 0 || it == groups_.end()) return;
+    GroupEntry& g = it->second;
+    if (g.latency.buckets.empty()) {
+      g.latency.buckets.resize(options_.window);
+      g.p99s.buckets.resize(options_.buckets);
+    }
+    g.latency.Advance(bucket);
+    g.latency.buckets[slot % g.latency.buckets.size()].Add(d);
+  });
+  for (auto& [name, g] : groups_) {
+    if (g.latency.buckets.empty()) continue;
+    g.latency.Advance(bucket);
+    g.p99s.Advance(bucket);
+    // The current bucket's p99, from all its ticks so far.
+    g.p99s.buckets[slot % g.p99s.buckets.size()].p99 =
+        LatencyPercentile(g.latency.buckets[slot % g.latency.buckets.size()].n, 99);
+  }
+}
+
 std::shared_ptr<const Frame> DashboardStats::frame() const {
   internal::MutexLock lock(&frame_mu_);
   return frame_;
@@ -282,6 +342,14 @@ GroupView DashboardStats::ViewOf(const std::string& name, const GroupEntry& g) c
     v.spark_failures.push_back(c.failures);
     v.spark_rejections.push_back(c.rejections);
     v.spark_stale.push_back(c.stale);
+    v.spark_p99.push_back(b < 0 || g.p99s.buckets.empty()
+                              ? std::nullopt
+                              : g.p99s.buckets[static_cast<std::size_t>(b % n)].p99);
+  }
+  if (!g.latency.buckets.empty()) {
+    const LatencyInterval w = g.latency.Sum(options_.window);
+    v.p50 = LatencyPercentile(w.n, 50);
+    v.p99 = LatencyPercentile(w.n, 99);
   }
   int worst = -1;
   for (const std::string& key : g.keys) {
@@ -364,6 +432,11 @@ bool GroupMatches(const GroupView& g, const DashboardFilter& f) {
                      [&](const KeyView& k) { return KeyMatches(k, f); });
 }
 
+Json Millis(const std::optional<Duration>& d) {
+  if (!d) return nullptr;
+  return std::chrono::duration<double, std::milli>(*d).count();
+}
+
 Json CountsJson(const IntervalCounts& c) {
   return {{"calls", c.calls},
           {"failures", c.failures},
@@ -374,6 +447,12 @@ Json CountsJson(const IntervalCounts& c) {
                                   : 0.0}};
 }
 
+Json P99Json(const std::vector<std::optional<Duration>>& spark) {
+  Json out = Json::array();
+  for (const std::optional<Duration>& d : spark) out.push_back(Millis(d));
+  return out;
+}
+
 }  // namespace
 
 std::string DashboardStreams::RowJson(const GroupView& g, const DashboardFilter& f,
@@ -382,9 +461,10 @@ std::string DashboardStreams::RowJson(const GroupView& g, const DashboardFilter&
   // A group found by its own name shows all its keys (in the state asked).
   const bool group_hit = f.state.empty() && Contains(g.group, f.q);
   std::size_t matched = 0;
+  const bool send_keys = f.SendsKeysOf(g.group);
   for (const KeyView& k : g.keys) {
     if (!group_hit && !KeyMatches(k, f)) continue;
-    if (++matched > DashboardFilter::kKeysPerGroup) continue;
+    if (++matched > DashboardFilter::kKeysPerGroup || !send_keys) continue;
     keys.push_back({{"key", k.key},
                     {"state", k.state},
                     {"breakers", k.breakers},
@@ -407,13 +487,16 @@ std::string DashboardStreams::RowJson(const GroupView& g, const DashboardFilter&
                {"state", g.state},
                {"health", g.health},
                {"window", CountsJson(g.window)},
+               {"latency", {{"p50_ms", Millis(g.p50)}, {"p99_ms", Millis(g.p99)}}},
                {"spark",
                 {{"calls", g.spark_calls},
                  {"failures", g.spark_failures},
                  {"rejections", g.spark_rejections},
-                 {"stale", g.spark_stale}}},
+                 {"stale", g.spark_stale},
+                 {"p99_ms", P99Json(g.spark_p99)}}},
                {"key_count", g.keys.size()},
                {"keys_matched", matched},
+               {"keys_sent", send_keys},
                {"open_keys", g.open_keys},
                {"keys", std::move(keys)},
                {"timeline", std::move(timeline)}});

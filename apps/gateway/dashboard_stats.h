@@ -7,7 +7,10 @@
 // circuit key "provider:<p>:<w>:<subject>") and per key, so the page can draw
 // rates and sparklines. Nothing is added to a call's path: the counts are
 // the breakers' own, diffed at the tick; only a stale answer (which the
-// breakers do not see) is counted by the handler, through CountStale().
+// breakers do not see) is counted by the handler, through CountStale(); and
+// each upstream call's duration is recorded by the handler into its group's
+// histogram (latencies(), group_latencies.h: one fetch_add), from which the
+// tick computes each group's p50 and p99.
 //
 // DashboardStreams renders one Frame per tick for every distinct filter that
 // some open stream asked for (top N worst groups, search, provider,
@@ -24,7 +27,7 @@
 //   for (auto& [channel, event] : streams.Publish(*stats.frame())) ...
 //
 // DashboardStats: Tick() is thread-compatible (one ticking thread);
-// frame(), CountStale() and OnTransition() are thread-safe.
+// frame(), latencies(), CountStale() and OnTransition() are thread-safe.
 // DashboardStreams: thread-safe.
 #ifndef FUSEBOX_APPS_GATEWAY_DASHBOARD_STATS_H_
 #define FUSEBOX_APPS_GATEWAY_DASHBOARD_STATS_H_
@@ -42,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "apps/gateway/group_latencies.h"
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/clock.h"
 #include "fusebox/internal/mutex.h"
@@ -118,6 +122,12 @@ struct GroupView {
   std::vector<std::int64_t> spark_failures;
   std::vector<std::int64_t> spark_rejections;
   std::vector<std::int64_t> spark_stale;
+  // Upstream call times (GroupLatencies): the window's p50 and p99, and the
+  // p99 of each bucket, oldest first; nullopt: no call timed. Each is the
+  // upper bound of its histogram bucket (up to 25 % above the true value).
+  std::optional<Duration> p50;
+  std::optional<Duration> p99;
+  std::vector<std::optional<Duration>> spark_p99;
   std::size_t open_keys = 0;
   // Worst first.
   std::vector<KeyView> keys;
@@ -152,14 +162,25 @@ struct DashboardFilter {
   std::string state;
   // Groups sent at most (1 .. kMaxTop; default kDefaultTop).
   std::size_t top = kDefaultTop;
+  // "keys=expanded": key rows only for the groups in `open` (the page's
+  // expanded drill-downs), to cut the bytes; by default every group's.
+  bool keys_expanded = false;
+  // "open=<group>,<group>": sorted, without duplicates, at most kMaxOpen.
+  std::vector<std::string> open;
 
   static constexpr std::size_t kDefaultTop = 25;
   static constexpr std::size_t kMaxTop = 200;
   // Keys per group sent at most (worst first).
   static constexpr std::size_t kKeysPerGroup = 20;
+  // Groups named in `open` at most.
+  static constexpr std::size_t kMaxOpen = kMaxTop;
 
-  // From "q=...&provider=...&workload=...&state=...&top=N"; unknown names
-  // are ignored, a bad top is kInvalidArgument naming it.
+  // Whether `group`'s key rows are sent.
+  bool SendsKeysOf(std::string_view group) const;
+
+  // From "q=...&provider=...&workload=...&state=...&top=N&keys=expanded&
+  // open=a:read,b:write"; unknown names are ignored, a bad top, keys or
+  // open is kInvalidArgument naming it.
   static Result<DashboardFilter> Parse(std::string_view query);
   // A canonical form: filters that mean the same share a channel.
   std::string Canonical() const;
@@ -194,6 +215,9 @@ class DashboardStats {
   void CountStale(std::string_view key) FUSEBOX_EXCLUDES(pending_mu_);
   // A transition, into its group's timeline (any thread).
   void OnTransition(const TransitionEvent& event) FUSEBOX_EXCLUDES(pending_mu_);
+  // Where the handler records its upstream calls' durations (any thread);
+  // each Tick() folds what was recorded since the last into the groups.
+  GroupLatencies& latencies() { return latencies_; }
 
   // Frame::recent spans the ticks of this last stretch of time.
   static constexpr Duration kRecent = std::chrono::seconds(10);
@@ -207,18 +231,32 @@ class DashboardStats {
   static std::pair<std::string, std::string> KeyAndGroup(std::string_view breaker);
 
  private:
+  template <typename T>
   struct Ring {
-    std::vector<IntervalCounts> buckets;
+    std::vector<T> buckets;
     std::int64_t head = -1;  // the bucket number of the newest bucket
     void Advance(std::int64_t bucket);
-    IntervalCounts Sum(std::size_t last) const;
+    T Sum(std::size_t last) const;
+  };
+  // One interval's call times, per histogram bucket.
+  struct LatencyInterval {
+    LatencyCounts n{};
+    void Add(const LatencyInterval& o);
+  };
+  struct Quantiles {
+    std::optional<Duration> p99;
   };
   struct GroupEntry {
-    Ring ring;
+    Ring<IntervalCounts> ring;
     std::vector<std::string> keys;
+    // Empty until the group's first timed call: the last Options::window
+    // buckets' histograms (for the window's quantiles), and each bucket's
+    // p99 (the sparkline).
+    Ring<LatencyInterval> latency;
+    Ring<Quantiles> p99s;
   };
   struct KeyEntry {
-    Ring ring;
+    Ring<IntervalCounts> ring;
     // Its entry in groups_ (a std::map: the address is stable).
     GroupEntry* group = nullptr;
     // This tick's breakers of the key: name suffix -> state.
@@ -239,6 +277,8 @@ class DashboardStats {
   };
 
   std::int64_t BucketOf(TimePoint now) const;
+  // What latencies_ recorded since the last tick, into the groups' rings.
+  void FoldLatencies(std::int64_t bucket);
   GroupView ViewOf(const std::string& name, const GroupEntry& g) const;
 
   const Options options_;
@@ -249,6 +289,9 @@ class DashboardStats {
   std::map<std::string, GroupEntry> groups_;
   // Each tick's counts of the last kRecent, oldest first (Frame::recent).
   std::deque<std::pair<TimePoint, IntervalCounts>> recent_;
+  // Each histogram's cumulative counts at the last tick.
+  std::unordered_map<std::string, LatencyCounts> latency_last_;
+  GroupLatencies latencies_;
   // Written by Tick(), read by streams starting on other threads.
   mutable internal::Mutex frame_mu_;
   std::shared_ptr<const Frame> frame_ FUSEBOX_GUARDED_BY(frame_mu_) = std::make_shared<Frame>();

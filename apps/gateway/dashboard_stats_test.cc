@@ -231,6 +231,47 @@ TEST_F(DashboardStatsTest, TheFilterSelectsAndTopCuts) {
   EXPECT_FALSE(DashboardFilter::Parse("top=201").has_value());
 }
 
+TEST_F(DashboardStatsTest, KeysExpandedSendsKeyRowsOnlyForTheOpenGroups) {
+  const Frame f = FiveGroups(clock_, stats_);
+  std::size_t matching = 0;
+  // By default (and keys=all) every group's keys; `open` alone changes nothing.
+  for (const char* query : {"", "keys=all", "open=a%3Aread"}) {
+    auto rows = DashboardStreams::Render(f, *DashboardFilter::Parse(query), &matching);
+    for (const auto& [group, row] : rows) {
+      EXPECT_EQ(Json::parse(row)["keys"].size(), 1u) << query << " " << group;
+      EXPECT_EQ(Json::parse(row)["keys_sent"], true) << query << " " << group;
+    }
+  }
+  auto rows = DashboardStreams::Render(
+      f, *DashboardFilter::Parse("keys=expanded&open=c%3Aread,a%3Aread,a%3Aread"), &matching);
+  ASSERT_EQ(rows.size(), 5u);
+  for (const auto& [group, row] : rows) {
+    const Json j = Json::parse(row);
+    const bool open = group == "a:read" || group == "c:read";
+    EXPECT_EQ(j["keys"].size(), open ? 1u : 0u) << group;
+    EXPECT_EQ(j["keys_sent"], open) << group;
+    EXPECT_EQ(j["keys_matched"], 1) << "still counted: " << group;
+  }
+  // The same open groups in any order share a channel; `open` without
+  // keys=expanded is the default's channel.
+  EXPECT_EQ(DashboardFilter::Parse("keys=expanded&open=a:read,c:read")->Canonical(),
+            DashboardFilter::Parse("open=c:read,a:read&keys=expanded")->Canonical());
+  EXPECT_EQ(DashboardFilter::Parse("open=a:read")->Canonical(),
+            DashboardFilter::Parse("")->Canonical());
+  EXPECT_NE(DashboardFilter::Parse("keys=expanded")->Canonical(),
+            DashboardFilter::Parse("")->Canonical());
+  Result<DashboardFilter> bad = DashboardFilter::Parse("keys=some");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.error().message()), HasSubstr("keys"));
+  std::string many = "keys=expanded&open=";
+  for (std::size_t i = 0; i <= DashboardFilter::kMaxOpen; ++i)
+    many += "g" + std::to_string(i) + ",";
+  bad = DashboardFilter::Parse(many);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(std::string(bad.error().message()), HasSubstr("open"));
+}
+
 TEST_F(DashboardStatsTest, StreamsGetOnlyTheGroupsThatChanged) {
   const std::string a = "provider:a:read:1:transient";
   const std::string b = "provider:b:read:1:transient";
@@ -297,6 +338,196 @@ TEST_F(DashboardStatsTest, StreamsAreCapped) {
   Result<DashboardStreams::Subscription> bad = streams.Subscribe("top=x", *stats_.frame());
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument) << "a bad query is named first";
+}
+
+// ---- Upstream call times (group_latencies.h) ----
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+TEST(LatencyBuckets, EachDurationLiesInItsBucketAndBucketsAreAtMostAQuarterWide) {
+  EXPECT_EQ(LatencyBucketOf(Duration::zero()), 0u);
+  EXPECT_EQ(LatencyBucketOf(Duration(-5)), 0u) << "a negative time counts as zero";
+  EXPECT_EQ(LatencyBucketUpper(0), Duration(8192));
+  for (std::size_t i = 1; i + 1 < kLatencyBuckets; ++i) {
+    const Duration lower = LatencyBucketUpper(i - 1);
+    const Duration upper = LatencyBucketUpper(i);
+    // Both sides of each boundary: [lower, upper) is bucket i.
+    EXPECT_EQ(LatencyBucketOf(lower - Duration(1)), i - 1) << i;
+    EXPECT_EQ(LatencyBucketOf(lower), i) << i;
+    EXPECT_EQ(LatencyBucketOf(upper - Duration(1)), i) << i;
+    EXPECT_LE(static_cast<double>(upper.count()), 1.25 * static_cast<double>(lower.count())) << i;
+  }
+  EXPECT_LT(LatencyBucketOf(seconds(60)), kLatencyBuckets - 1) << "60 s is still measured";
+  EXPECT_EQ(LatencyBucketOf(seconds(69)), kLatencyBuckets - 1);
+  EXPECT_EQ(LatencyBucketOf(std::chrono::hours(100)), kLatencyBuckets - 1);
+  EXPECT_EQ(LatencyBucketUpper(kLatencyBuckets - 1), LatencyBucketUpper(kLatencyBuckets - 2));
+  EXPECT_LT(LatencyBucketUpper(1), microseconds(11)) << "about 10 us at the bottom";
+}
+
+TEST(LatencyBuckets, APercentileIsTheBucketOfTheCeilRankthCall) {
+  LatencyCounts counts{};
+  EXPECT_EQ(LatencyPercentile(counts, 99), std::nullopt);
+  const std::size_t fast = LatencyBucketOf(milliseconds(1));
+  const std::size_t slow = LatencyBucketOf(milliseconds(100));
+  // 100 calls: the 99th smallest decides p99, the 50th p50.
+  counts[fast] = 99;
+  counts[slow] = 1;
+  EXPECT_EQ(LatencyPercentile(counts, 99), LatencyBucketUpper(fast)) << "1 slow call in 100";
+  counts[fast] = 98;
+  counts[slow] = 2;
+  EXPECT_EQ(LatencyPercentile(counts, 99), LatencyBucketUpper(slow)) << "2 slow calls in 100";
+  EXPECT_EQ(LatencyPercentile(counts, 50), LatencyBucketUpper(fast));
+  // One call: every percentile is it.
+  LatencyCounts one{};
+  one[slow] = 1;
+  EXPECT_EQ(LatencyPercentile(one, 1), LatencyBucketUpper(slow));
+  EXPECT_EQ(LatencyPercentile(one, 99), LatencyBucketUpper(slow));
+}
+
+TEST(GroupLatencies, GroupOfKeyMatchesTheDashboardsGroups) {
+  EXPECT_EQ(GroupLatencies::GroupOfKey("provider:instagram:read:178"), "instagram:read");
+  EXPECT_EQ(GroupLatencies::GroupOfKey("provider:fb:write:a:b"), "fb:write");
+  EXPECT_EQ(GroupLatencies::GroupOfKey("provider:fb:write"), "other");
+  EXPECT_EQ(GroupLatencies::GroupOfKey("payments"), "other");
+}
+
+TEST(GroupLatencies, TheTableIsBoundedAndLaterGroupsShareOther) {
+  GroupLatencies table;
+  LatencyHistogram* first = table.Find("p0:read");
+  for (std::size_t i = 1; i < GroupLatencies::kMaxGroups; ++i) {
+    ASSERT_NE(table.Find("p" + std::to_string(i) + ":read"), first);
+  }
+  LatencyHistogram* a = table.Find("late-a:read");
+  EXPECT_EQ(table.Find("late-b:read"), a) << "beyond the cap: one shared histogram";
+  EXPECT_EQ(table.Find("other"), a);
+  EXPECT_EQ(table.Find("p0:read"), first) << "groups made before the cap keep theirs";
+  std::size_t groups = 0;
+  table.ForEach([&](const std::string&, const LatencyCounts&) { ++groups; });
+  EXPECT_EQ(groups, GroupLatencies::kMaxGroups + 1);
+}
+
+// `n` calls of `d` in `group`, as the handler records them.
+void Record(DashboardStats& stats, std::string_view group, Duration d, int n) {
+  LatencyHistogram* h = stats.latencies().Find(group);
+  for (int i = 0; i < n; ++i) LatencyHistogram::Record(h, d);
+}
+
+TEST_F(DashboardStatsTest, P99AndP50OfAKnownDistributionAreTheirBucketsUpperBounds) {
+  const std::string b = "provider:ig:read:1:transient";
+  stats_.Tick(clock_.Now(), {Sample(b, 0, 0)});
+  // 1, 2, ..., 1000 ms: p99 is the 990th (990 ms), p50 the 500th.
+  LatencyHistogram* h = stats_.latencies().Find("ig:read");
+  for (int i = 1; i <= 1000; ++i) LatencyHistogram::Record(h, milliseconds(i));
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {Sample(b, 1000, 0)});
+  const GroupView* g = Group(*stats_.frame(), "ig:read");
+  ASSERT_NE(g, nullptr);
+  ASSERT_TRUE(g->p99.has_value());
+  EXPECT_EQ(*g->p99, LatencyBucketUpper(LatencyBucketOf(milliseconds(990))));
+  EXPECT_GE(*g->p99, milliseconds(990));
+  EXPECT_LE(*g->p99, milliseconds(990) * 5 / 4) << "within one bucket (25 %)";
+  EXPECT_EQ(*g->p50, LatencyBucketUpper(LatencyBucketOf(milliseconds(500))));
+  EXPECT_LT(*g->p50, milliseconds(700));
+  EXPECT_EQ(g->spark_p99.back(), g->p99) << "one bucket so far: its p99 is the window's";
+
+  // 2 slow calls in 100 make the p99, 1 does not (the rank is ceil(0.99 n)).
+  DashboardStats two({});
+  two.Tick(clock_.Now(), {Sample(b, 0, 0)});
+  Record(two, "ig:read", milliseconds(1), 98);
+  Record(two, "ig:read", milliseconds(100), 2);
+  clock_.Advance(seconds(1));
+  two.Tick(clock_.Now(), {Sample(b, 100, 0)});
+  EXPECT_EQ(Group(*two.frame(), "ig:read")->p99,
+            LatencyBucketUpper(LatencyBucketOf(milliseconds(100))));
+  EXPECT_EQ(Group(*two.frame(), "ig:read")->p50,
+            LatencyBucketUpper(LatencyBucketOf(milliseconds(1))));
+  DashboardStats one({});
+  one.Tick(clock_.Now(), {Sample(b, 0, 0)});
+  Record(one, "ig:read", milliseconds(1), 99);
+  Record(one, "ig:read", milliseconds(100), 1);
+  clock_.Advance(seconds(1));
+  one.Tick(clock_.Now(), {Sample(b, 100, 0)});
+  EXPECT_EQ(Group(*one.frame(), "ig:read")->p99,
+            LatencyBucketUpper(LatencyBucketOf(milliseconds(1))));
+}
+
+TEST_F(DashboardStatsTest, P99BucketsRollOverWithTheOtherCounts) {
+  const std::string b = "provider:ig:read:1:transient";
+  stats_.Tick(clock_.Now(), {Sample(b, 0, 0)});
+  const Duration slow = LatencyBucketUpper(LatencyBucketOf(milliseconds(100)));
+  const Duration fast = LatencyBucketUpper(LatencyBucketOf(milliseconds(2)));
+  // Bucket 0, over two ticks: 5 slow calls, then 95 fast ones.
+  Record(stats_, "ig:read", milliseconds(100), 5);
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {Sample(b, 5, 0)});
+  Record(stats_, "ig:read", milliseconds(2), 95);
+  clock_.Advance(seconds(8));
+  stats_.Tick(clock_.Now(), {Sample(b, 100, 0)});
+  EXPECT_EQ(Group(*stats_.frame(), "ig:read")->spark_p99.back(), slow)
+      << "the bucket's p99 is of all its ticks";
+  // Bucket 1: 100 fast calls.
+  Record(stats_, "ig:read", milliseconds(2), 100);
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {Sample(b, 200, 0)});
+  const GroupView* g = Group(*stats_.frame(), "ig:read");
+  ASSERT_EQ(g->spark_p99.size(), 30u);
+  EXPECT_EQ(g->spark_p99[28], slow);
+  EXPECT_EQ(g->spark_p99[29], fast);
+  EXPECT_EQ(g->spark_p99[27], std::nullopt) << "before the first tick";
+  EXPECT_EQ(g->p99, slow) << "5 slow calls in 200: the window's p99 is slow";
+  // 50 s on, bucket 0 has left the 6-bucket window but not the sparkline.
+  clock_.Advance(seconds(50));
+  stats_.Tick(clock_.Now(), {Sample(b, 200, 0)});
+  g = Group(*stats_.frame(), "ig:read");
+  EXPECT_EQ(g->p99, fast);
+  EXPECT_EQ(g->spark_p99[23], slow);
+  EXPECT_EQ(g->spark_p99[29], std::nullopt) << "a bucket without calls has no p99";
+  // 5 minutes on, without calls: nothing left.
+  clock_.Advance(seconds(300));
+  stats_.Tick(clock_.Now(), {Sample(b, 200, 0)});
+  g = Group(*stats_.frame(), "ig:read");
+  EXPECT_EQ(g->p99, std::nullopt);
+  EXPECT_EQ(g->p50, std::nullopt);
+  for (const auto& p : g->spark_p99) EXPECT_EQ(p, std::nullopt);
+}
+
+TEST_F(DashboardStatsTest, AGroupWithoutTimedCallsShowsNoLatency) {
+  const std::string timed = "provider:ig:read:1:transient";
+  const std::string quiet = "provider:ig:write:1:transient";
+  stats_.Tick(clock_.Now(), {Sample(timed, 0, 0), Sample(quiet, 0, 0)});
+  Record(stats_, "ig:read", milliseconds(3), 10);
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {Sample(timed, 10, 0), Sample(quiet, 0, 0, 4)});
+  const Frame& f = *stats_.frame();
+  const GroupView* q = Group(f, "ig:write");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->p99, std::nullopt);
+  EXPECT_EQ(q->p50, std::nullopt);
+  for (const auto& p : q->spark_p99) EXPECT_EQ(p, std::nullopt);
+  const Json quiet_row = Json::parse(DashboardStreams::RowJson(*q, {}, f.now_s));
+  EXPECT_TRUE(quiet_row["latency"]["p99_ms"].is_null());
+  EXPECT_TRUE(quiet_row["spark"]["p99_ms"].back().is_null());
+  const Json timed_row = Json::parse(DashboardStreams::RowJson(*Group(f, "ig:read"), {}, f.now_s));
+  const double p99_ms = timed_row["latency"]["p99_ms"].get<double>();
+  EXPECT_GE(p99_ms, 3.0);
+  EXPECT_LE(p99_ms, 3.75);
+  EXPECT_EQ(timed_row["spark"]["p99_ms"].size(), 30u);
+  EXPECT_EQ(timed_row["spark"]["p99_ms"].back().get<double>(), p99_ms);
+  EXPECT_TRUE(timed_row["spark"]["p99_ms"][0].is_null());
+}
+
+TEST_F(DashboardStatsTest, TimesOfAGroupWithoutBreakersAreDropped) {
+  stats_.Tick(clock_.Now(), {});
+  Record(stats_, "gone:read", milliseconds(3), 10);
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {});
+  // It comes back: only the calls since count.
+  Record(stats_, "gone:read", milliseconds(50), 1);
+  clock_.Advance(seconds(1));
+  stats_.Tick(clock_.Now(), {Sample("provider:gone:read:1:transient", 1, 0)});
+  EXPECT_EQ(Group(*stats_.frame(), "gone:read")->p50,
+            LatencyBucketUpper(LatencyBucketOf(milliseconds(50))));
 }
 
 }  // namespace

@@ -1355,7 +1355,8 @@ void Gateway::Impl::MakeHandler(const FleetLink& fleet,
                     .fleet = fleet.list,
                     .fleet_instances = fleet.instances,
                     .more_metrics = [this](std::string& out) { AppendMetrics(out); },
-                    .on_stale = [this](std::string_view key) { dashboard_stats.CountStale(key); }});
+                    .on_stale = [this](std::string_view key) { dashboard_stats.CountStale(key); },
+                    .latencies = &dashboard_stats.latencies()});
   workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(config.workers));
   ctx = ServerContext{.config = &config,
                       .handler = handler.get(),

@@ -287,6 +287,7 @@ Handler::Handler(Deps deps) : deps_(std::move(deps)) {
     auto route = std::make_unique<CompiledRoute>();
     route->config = &rc;
     route->pattern = std::move(*pattern);
+    route->one_group = rc.provider.find('{') == std::string::npos;
     route->rules.recovery.default_wait = config.breakers.quota_default_wait;
     route->rules.recovery.max_wait = config.breakers.quota_max_wait;
     // The generic classifier (fusebox::http): 429 rate limit, 408/5xx
@@ -481,6 +482,8 @@ Fetched Handler::CallUpstream(const CompiledRoute& route, std::string_view key,
     return f;
   }
   upstream_calls_.fetch_add(1, std::memory_order_relaxed);
+  // The exchange's time, on real time as its deadline (the dashboard's p99).
+  const TimePoint sent = SystemClock().Now();
   UpstreamRequest bounded = upstream_request;
   bounded.timeout = std::max<Duration>(milliseconds(1), std::min(bounded.timeout, Left(deadline)));
   Fetched f;
@@ -502,8 +505,23 @@ Fetched Handler::CallUpstream(const CompiledRoute& route, std::string_view key,
   }
   // A TLS failure is recorded in neither circuit: dropped unfinished, the
   // call gives its permits back (docs/gateway.md, "How a TLS failure counts").
-  if (f.tls_failure.empty()) std::move(started).Finish(f.ok ? nullptr : &f.error);
+  if (f.tls_failure.empty()) {
+    std::move(started).Finish(f.ok ? nullptr : &f.error);
+    RecordLatency(route, key, SystemClock().Now() - sent);
+  }
   return f;
+}
+
+void Handler::RecordLatency(const CompiledRoute& route, std::string_view key, Duration took) const {
+  if (deps_.latencies == nullptr) return;
+  // Acquire/release: a thread that finds the pointer sees the histogram
+  // that Find() made under its lock on another thread.
+  LatencyHistogram* h = route.latency.load(std::memory_order_acquire);
+  if (h == nullptr) {
+    h = deps_.latencies->Find(GroupLatencies::GroupOfKey(key));
+    if (route.one_group) route.latency.store(h, std::memory_order_release);
+  }
+  LatencyHistogram::Record(h, took);
 }
 
 // Counts a request as in flight while it is alive.
@@ -721,6 +739,7 @@ Handler::Dispatched Handler::StartAsync(CompiledRoute& route, const Params& para
   async_pools_[route.config->upstream][loop]->Send(
       UpstreamRequestFor(route, params, request, query),
       [this, &route, key = *std::move(key), get, in_flight = std::move(in_flight),
+       sent = SystemClock().Now(),
        started =
            std::make_shared<meta::ProviderCall>(std::get<meta::ProviderCall>(std::move(call))),
        done = std::move(done)](Result<UpstreamReply> reply) mutable {
@@ -732,7 +751,10 @@ Handler::Dispatched Handler::StartAsync(CompiledRoute& route, const Params& para
           Fetched f = Judge(route, std::move(reply));
           recorded = true;
           // A TLS failure is recorded in neither circuit (as in CallUpstream).
-          if (f.tls_failure.empty()) std::move(*started).Finish(f.ok ? nullptr : &f.error);
+          if (f.tls_failure.empty()) {
+            std::move(*started).Finish(f.ok ? nullptr : &f.error);
+            RecordLatency(route, key, SystemClock().Now() - sent);
+          }
           answer = Forwarded(route, key, f, get);
         } catch (...) {
           if (!recorded) std::move(*started).FinishWithException();

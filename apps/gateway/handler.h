@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "apps/gateway/config.h"
+#include "apps/gateway/group_latencies.h"
 #include "apps/gateway/route.h"
 #include "apps/gateway/upstream_client.h"
 #include "fusebox/audit_log.h"
@@ -157,6 +158,9 @@ class Handler {
     // Told of each stale answer (stale-if-error served), with its circuit
     // key: the dashboard's stale counts. Null: nothing.
     std::function<void(std::string_view key)> on_stale = nullptr;
+    // Where each upstream call the circuits record is timed, by group (the
+    // dashboard's p99). Null: not timed.
+    GroupLatencies* latencies = nullptr;
   };
 
   explicit Handler(Deps deps);
@@ -249,6 +253,11 @@ class Handler {
     // Classifier::kHttp routes: fusebox::http's generic rules.
     http::Rules http_rules;
     std::array<std::atomic<std::uint64_t>, kAnswerCount> counts{};
+    // The route's provider is a literal: every call has one group, whose
+    // histogram is found once and kept in `latency` (null until the first
+    // call). A templated provider's group is looked up per call.
+    bool one_group = false;
+    mutable std::atomic<LatencyHistogram*> latency{nullptr};
   };
 
   // The route a request is for, or why none is.
@@ -305,6 +314,8 @@ class Handler {
   // The upstream's time is what is left of `deadline` (at most the route's).
   Fetched CallUpstream(const CompiledRoute& route, std::string_view key,
                        const UpstreamRequest& upstream_request, Deadline deadline);
+  // A call of `key` that took `took`, into its group's histogram.
+  void RecordLatency(const CompiledRoute& route, std::string_view key, Duration took) const;
   // What the upstream's reply (or its absence) means for `route`; counted.
   Fetched Judge(const CompiledRoute& route, Result<UpstreamReply> reply);
   UpstreamRequest UpstreamRequestFor(const CompiledRoute& route, const Params& params,

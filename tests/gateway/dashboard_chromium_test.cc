@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -404,6 +406,13 @@ TEST_F(DashboardChromiumTest, RendersTheKeysAndShowsOneOpeningLive) {
   EXPECT_THAT(page.Evaluate(WaitFor("#connection[data-state=\"live\"]")), HasSubstr("live"));
   EXPECT_EQ(page.Evaluate(WaitUntil("(document.querySelector('#instance') || {}).textContent")),
             "gw-dash");
+  // Key rows come only for expanded groups: none until the drill-down opens
+  // (the page then reopens its stream with open=instagram:read).
+  EXPECT_THAT(page.Evaluate(WaitFor(".group[data-group=\"instagram:read\"] details.drill")),
+              HasSubstr("keys (1) and timeline"));
+  EXPECT_EQ(page.Evaluate("String(document.querySelectorAll('tr.key').length)"), "0");
+  page.Evaluate(
+      "document.querySelector('.group[data-group=\"instagram:read\"] details').open = true");
   const std::string row =
       page.Evaluate(WaitFor(".group[data-group=\"instagram:read\"] tr.key[data-name=\"" + key +
                             "\"][data-state=\"closed\"]"));
@@ -430,9 +439,12 @@ TEST_F(DashboardChromiumTest, RendersTheKeysAndShowsOneOpeningLive) {
 // made to look like HTML), then what an operator does during an incident:
 // find the failing group, filter, and force a circuit open from the page.
 TEST_F(DashboardChromiumTest, GroupsRatesFilterEscapingAndAnOperatorAction) {
-  auto upstream =
-      FakeUpstream::Start({.routes = {{"GET", "/v19.0/*/comments", {{.body = R"({"data":[]})"}}},
-                                      {"GET", "/v19.0/*", {{.status = 503}}}}});
+  // The comments take 30 ms (real time): their p99 is at least that.
+  auto upstream = FakeUpstream::Start(
+      {.routes = {{"GET",
+                   "/v19.0/*/comments",
+                   {{.body = R"({"data":[]})", .latency = std::chrono::milliseconds(30)}}},
+                  {"GET", "/v19.0/*", {{.status = 503}}}}});
   ASSERT_TRUE(upstream.has_value()) << upstream.error().message();
   std::unique_ptr<Gateway> gw = StartGateway(**upstream, clock_, log_, audit_path_);
   ASSERT_NE(gw, nullptr);
@@ -468,6 +480,18 @@ TEST_F(DashboardChromiumTest, GroupsRatesFilterEscapingAndAnOperatorAction) {
                                     "'.group[data-group=\"instagram:read\"]'); return g && "
                                     "Number(g.dataset.calls) >= 6 && g.dataset.health; })()")),
             "ok");
+  // Its p99 is a number of milliseconds, at least the upstream's 30 ms (an
+  // upper bound at most 25 % above the slowest call's), with a sparkline.
+  const std::string ig = ".group[data-group=\"instagram:read\"]";
+  const std::string p99 = page.Evaluate(
+      WaitUntil("(() => { const c = document.querySelector('" + ig +
+                " .rates .p99'); return c && c.dataset.ms !== '' && c.dataset.ms + '|' + "
+                "c.textContent + '|' + document.querySelectorAll('" +
+                ig + " svg.spark-p99 polyline').length; })()"));
+  const double p99_ms = std::strtod(p99.c_str(), nullptr);
+  EXPECT_GE(p99_ms, 30.0) << p99;
+  EXPECT_LT(p99_ms, 1000.0) << p99;
+  EXPECT_THAT(p99, ::testing::MatchesRegex(R"([0-9.]+\|p99 .* [0-9.]+ ms\|1)")) << p99;
   EXPECT_EQ(page.Evaluate("document.querySelectorAll('" + fb +
                           " svg.spark-failures polyline')"
                           ".length + ':' + document.querySelector('" +
@@ -478,6 +502,7 @@ TEST_F(DashboardChromiumTest, GroupsRatesFilterEscapingAndAnOperatorAction) {
   // The hostile key is text: its row holds it verbatim, no element was
   // made of it, and its script never ran.
   const std::string hostile_key = "provider:instagram:read:" + hostile;
+  page.Evaluate("document.querySelectorAll('#groups details').forEach((d) => d.open = true)");
   EXPECT_EQ(page.Evaluate(WaitUntil("(() => { const r = [...document.querySelectorAll('tr.key')]"
                                     ".find((tr) => tr.dataset.name === " +
                                     Json(hostile_key).dump() +

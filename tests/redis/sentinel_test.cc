@@ -24,6 +24,7 @@
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/redis/circuit_scripts.h"
 #include "fusebox/redis/shared_state.h"
+#include "fusebox/redis/snapshot_store.h"
 #include "fusebox/testing/manual_clock.h"
 #include "tests/redis/redis_server.h"
 #include "tests/redis/trip.h"
@@ -280,6 +281,36 @@ TEST_F(RedisSentinelTest, AForcedFailoverIsFollowedAndKeepsAReplicatedOpen) {
       PollUntil([&] { return bb->state() == State::kOpen && bc->state() == State::kOpen; }));
   EXPECT_EQ(StateOn(new_port), ReadResult::State::kOpen);
   OneProbeClosesTheFleet({ba.get(), bb.get(), bc.get()}, new_port);
+}
+
+TEST_F(RedisSentinelTest, TheSnapshotStoreFollowsAForcedFailoverWhenAnnounced) {
+  auto connection = ParseRedisUrl(Url());
+  ASSERT_TRUE(connection.has_value()) << connection.error();
+  auto store = RedisSnapshotStore::Create({.connection = *connection});
+  ASSERT_TRUE(store.has_value()) << store.error();
+  ASSERT_TRUE((*store)->Put("k", "before").ok());
+  ASSERT_TRUE(PollUntil([&] { return (*store)->stats().failovers == 1; }))
+      << "the first primary is followed too";
+  auto forced = sentinels_[0]->Admin({"SENTINEL", "FAILOVER", "mymaster"});
+  ASSERT_TRUE(forced.has_value() && forced->is_status()) << (forced ? forced->ToString() : "");
+  // Announced by the sentinels while the old primary still takes writes
+  // (Sentinel demotes it seconds later): the store moves at the
+  // announcement, so a write made now is on the new primary, not on the old
+  // one whose resync would erase it.
+  ASSERT_TRUE(PollUntil([&] { return (*store)->stats().failovers == 2; }, seconds(10)));
+  ASSERT_TRUE((*store)->Put("k", "after").ok());
+  // (The harness' own connection to the promoted server may have been
+  // dropped by the role change: asked again until it answers.)
+  std::string on_new;
+  ASSERT_TRUE(PollUntil([&] {
+    auto r = replica_->Admin({"GET", "fusebox:v1:snap:k"});
+    if (r && r->is_string()) on_new = r->str;
+    return r.has_value() && !r->is_error();
+  }));
+  EXPECT_EQ(on_new, "after");
+  auto read = (*store)->Get("k");
+  ASSERT_TRUE(read.has_value() && read->has_value()) << (read ? "" : read.error().ToString());
+  EXPECT_EQ((**read).value, "after");
 }
 
 TEST_F(RedisSentinelTest, AKilledPrimaryCostsBoundedCallsAndTheStoreConverges) {

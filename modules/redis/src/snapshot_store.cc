@@ -6,9 +6,13 @@
 
 #include "fusebox/redis/connection.h"
 #include "src/guarded_client.h"
+#include "src/sentinel.h"
 
 namespace fusebox::redis {
 namespace {
+
+// How often the Sentinel watch reads what its subscription received.
+constexpr Duration kWatchPoll = std::chrono::milliseconds(100);
 
 std::string Millis(Duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
@@ -44,9 +48,34 @@ Result<std::unique_ptr<RedisSnapshotStore>> RedisSnapshotStore::Create(
 
 RedisSnapshotStore::RedisSnapshotStore(SnapshotStoreOptions options,
                                        std::unique_ptr<internal::GuardedClient> client)
-    : options_(std::move(options)), client_(std::move(client)) {}
+    : options_(std::move(options)), client_(std::move(client)) {
+  if (options_.connection.sentinels.empty()) return;
+  watch_ = std::make_unique<internal::SentinelWatch>(options_.connection);
+  watcher_ = std::thread([this] { WatchLoop(); });
+}
 
-RedisSnapshotStore::~RedisSnapshotStore() = default;
+RedisSnapshotStore::~RedisSnapshotStore() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void RedisSnapshotStore::WatchLoop() {
+  std::unique_lock<std::mutex> lock(stop_mu_);
+  while (!stop_) {
+    lock.unlock();
+    // Real time: the watch paces its own (re)subscribes with it.
+    std::optional<std::string> primary = watch_->Poll(SystemClock().Now());
+    if (primary && client_->FollowPrimary(std::move(*primary))) {
+      failovers_.fetch_add(1, std::memory_order_relaxed);
+    }
+    lock.lock();
+    stop_cv_.wait_for(lock, kWatchPoll, [this] { return stop_; });
+  }
+}
 
 std::string RedisSnapshotStore::KeyOf(std::string_view key) const {
   std::string k = options_.prefix;
@@ -127,7 +156,8 @@ RedisSnapshotStore::Stats RedisSnapshotStore::stats() const {
                .pool_queue_full = get(c.pool_queue_full),
                .pool_in_use = get(c.pool_in_use),
                .pool_waiting = get(c.pool_waiting),
-               .pool_size = options_.connections};
+               .pool_size = options_.connections,
+               .failovers = failovers_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace fusebox::redis

@@ -26,11 +26,15 @@
 #ifndef FUSEBOX_REDIS_SNAPSHOT_STORE_H_
 #define FUSEBOX_REDIS_SNAPSHOT_STORE_H_
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "fusebox/clock.h"
 #include "fusebox/redis/options.h"
@@ -42,6 +46,7 @@ namespace fusebox::redis {
 
 namespace internal {
 class GuardedClient;
+class SentinelWatch;
 }  // namespace internal
 
 struct SnapshotStoreOptions {
@@ -97,6 +102,9 @@ class RedisSnapshotStore final : public SnapshotStore {
     std::int64_t pool_in_use = 0;
     std::int64_t pool_waiting = 0;
     int pool_size = 0;
+    // Sentinel mode: primaries followed as the sentinels announced them
+    // (+switch-master), the first one included.
+    std::int64_t failovers = 0;
   };
   Stats stats() const;
 
@@ -104,8 +112,19 @@ class RedisSnapshotStore final : public SnapshotStore {
   RedisSnapshotStore(SnapshotStoreOptions options, std::unique_ptr<internal::GuardedClient> client);
   std::string KeyOf(std::string_view key) const;
 
+  // Sentinel mode: listens for +switch-master until the store is destroyed,
+  // so that a failover is followed when announced, not seconds later when
+  // the old primary is demoted (writes sent there meanwhile would be lost).
+  void WatchLoop();
+
   const SnapshotStoreOptions options_;
   const std::unique_ptr<internal::GuardedClient> client_;
+  std::unique_ptr<internal::SentinelWatch> watch_;  // Sentinel mode only.
+  std::thread watcher_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;  // Guarded by stop_mu_.
+  std::atomic<std::int64_t> failovers_{0};
 };
 
 }  // namespace fusebox::redis

@@ -119,6 +119,9 @@ class Seen final : public fusebox::CircuitBreakerListener {
     if (e.to == fusebox::State::kOpen && e.reason == fusebox::TransitionReason::kSharedOpen &&
         e.from != fusebox::State::kOpen) {
       arrivals_.emplace_back(c, now);
+    } else if (e.to == fusebox::State::kClosed &&
+               (e.from == fusebox::State::kOpen || e.from == fusebox::State::kHalfOpen)) {
+      closes_.emplace_back(c, now);
     } else if (e.to == fusebox::State::kForcedOpen && e.from != fusebox::State::kForcedOpen) {
       overrides_.emplace_back(c, now);
     }
@@ -136,11 +139,12 @@ class Seen final : public fusebox::CircuitBreakerListener {
     for (const auto& [c, t] : arrivals_) out << "arrival " << c << " " << t << "\n";
     for (const auto& [c, t] : probes_) out << "probe " << c << " " << t << "\n";
     for (const auto& [c, t] : overrides_) out << "override " << c << " " << t << "\n";
+    for (const auto& [c, t] : closes_) out << "close " << c << " " << t << "\n";
   }
 
  private:
   std::mutex mu_;
-  std::vector<std::pair<int, std::int64_t>> arrivals_, probes_, overrides_;
+  std::vector<std::pair<int, std::int64_t>> arrivals_, probes_, overrides_, closes_;
 };
 
 std::int64_t RssKb() {
@@ -483,7 +487,11 @@ int main(int argc, char** argv) {
   // Merge what each instance saw.
   std::map<std::pair<int, std::int64_t>, std::vector<double>> arrivals;    // trip -> ms each
   std::map<std::pair<int, std::int64_t>, std::vector<double>> overridden;  // override -> ms each
-  std::map<std::pair<int, std::int64_t>, int> probes;                      // trip -> probes
+  // trip -> when each instance's call was admitted HALF_OPEN, and when the
+  // first instance saw it closed: a HALF_OPEN admission after that is a call
+  // told "closed" by the fleet before the push arrived, not a probe.
+  std::map<std::pair<int, std::int64_t>, std::vector<std::int64_t>> probe_times;
+  std::map<std::pair<int, std::int64_t>, std::int64_t> first_close;
   std::int64_t rss_total = 0, rss_max = 0, exceptions = 0, leases = 0, resyncs = 0, errors = 0;
   // The trip of circuit `c` that an event at `t` belongs to: the last before.
   auto trip_of = [&](int c, std::int64_t t) -> std::optional<std::pair<int, std::int64_t>> {
@@ -510,6 +518,16 @@ int main(int argc, char** argv) {
         }
         continue;
       }
+      if (word == "close") {
+        int c = 0;
+        std::int64_t t = 0;
+        in >> c >> t;
+        if (auto trip = trip_of(c, t)) {
+          auto [it, fresh] = first_close.emplace(*trip, t);
+          if (!fresh) it->second = std::min(it->second, t);
+        }
+        continue;
+      }
       if (word == "arrival" || word == "probe") {
         int c = 0;
         std::int64_t t = 0;
@@ -517,7 +535,7 @@ int main(int argc, char** argv) {
         auto trip = trip_of(c, t);
         if (!trip) continue;
         if (word == "probe") {
-          ++probes[*trip];
+          probe_times[*trip].push_back(t);
         } else if (counted.insert(*trip).second) {
           arrivals[*trip].push_back((t - trip->second) / 1e6);
         }
@@ -555,10 +573,15 @@ int main(int argc, char** argv) {
     ++steady_trips;
     arrivals_ms.insert(arrivals_ms.end(), a.begin(), a.end());
     lost += flags.processes - static_cast<std::int64_t>(a.size());
-    if (probes.count(trip) != 0) {
+    if (probe_times.count(trip) != 0) {
+      const auto closed = first_close.find(trip);
+      int n = 0;
+      for (std::int64_t t : probe_times[trip]) {
+        if (closed == first_close.end() || t <= closed->second) ++n;
+      }
       ++recovered;
-      if (probes[trip] == 1) ++one_probe;
-      max_probes = std::max(max_probes, probes[trip]);
+      if (n == 1) ++one_probe;
+      max_probes = std::max(max_probes, n);
     }
   }
   std::printf("fusebox fleet soak: %s, %d instance processes x %d circuits, %d s after warm-up\n",
@@ -608,7 +631,8 @@ int main(int argc, char** argv) {
   std::printf(
       "  probes per recovery        exactly 1 in %d of %d recoveries away from the fault"
       " (max %d); leases granted %" PRId64 " for %zu trips; store errors %" PRId64
-      " (a lease request that fails, fails open: a probe without a lease)\n",
+      " (a lease request that fails, fails open: a probe without a lease); HALF_OPEN"
+      " admissions after the fleet had closed (told \"closed\" before the push) not counted\n",
       one_probe, recovered, max_probes, leases, trip_log.size(), errors);
   std::printf("  fault                      %s, converged in %.0f ms; resyncs %" PRId64 "\n",
               cluster    ? "cluster primary SIGKILLed, its replica promoted"

@@ -173,7 +173,12 @@ class List {
 // cache lines.
 struct Registry::Entry : Links {
   Entry(std::uint64_t h, std::size_t n, std::shared_ptr<CircuitBreaker> b, Duration::rep now)
-      : hash(h), key_size(n), breaker(std::move(b)), last_used_ns(now), queued_ns(now) {}
+      : hash(h),
+        serial(next_serial_.fetch_add(1, std::memory_order_relaxed) + 1),
+        key_size(n),
+        breaker(std::move(b)),
+        last_used_ns(now),
+        queued_ns(now) {}
 
   static Entry* New(std::uint64_t hash, std::string_view key, std::shared_ptr<CircuitBreaker> b,
                     Duration::rep now) {
@@ -206,6 +211,10 @@ struct Registry::Entry : Links {
   }
 
   const std::uint64_t hash;
+  // Unique among the entries of every registry of the process, ever (never
+  // 0): a RegistryKey's hint names an entry by it, so that an entry freed and
+  // another one allocated at its address are never taken for each other.
+  const std::uint64_t serial;
   const std::size_t key_size;
   std::shared_ptr<CircuitBreaker> breaker;
   // Written by hits with a relaxed store when the coarse clock has moved (no
@@ -215,6 +224,9 @@ struct Registry::Entry : Links {
   // last_used_ns means it was used since. Guarded by Impl::mu.
   Duration::rep queued_ns;
   bool set_aside = false;  // in Impl::set_aside rather than the queue; Impl::mu
+
+ private:
+  static inline std::atomic<std::uint64_t> next_serial_{0};
 };
 
 namespace {
@@ -249,8 +261,10 @@ class Table {
   // (the caller then asks again under the lock). Once `hazard` names the
   // entry and the slot still holds it, a writer that unlinks it afterwards
   // finds the hazard (see hazard.h) and does not free it.
+  // `*slot` is where it was found.
   [[gnu::always_inline]] Entry* FindShared(std::uint64_t hash, std::string_view key,
-                                           internal::HazardSlot& hazard) const noexcept {
+                                           internal::HazardSlot& hazard,
+                                           std::size_t* slot) const noexcept {
     const Array* a = current_.load(std::memory_order_acquire);
     std::size_t i = hash & a->mask;
     for (std::size_t probes = 0; probes <= a->mask; ++probes, i = (i + 1) & a->mask) {
@@ -258,16 +272,27 @@ class Table {
       Entry* e = s.entry.load(std::memory_order_acquire);
       if (e == nullptr) return nullptr;
       if (s.hash.load(std::memory_order_relaxed) != hash) continue;
-      hazard.store(e, std::memory_order_relaxed);
-      internal::LightBarrier();
-      if (current_.load(std::memory_order_acquire) != a ||
-          s.entry.load(std::memory_order_acquire) != e) {
-        break;
-      }
-      if (e->Is(hash, key)) [[likely]]
+      if (!Holds(a, s, e, hazard)) break;
+      if (e->Is(hash, key)) [[likely]] {
+        *slot = i;
         return e;
+      }
       hazard.store(nullptr, std::memory_order_relaxed);
     }
+    hazard.store(nullptr, std::memory_order_relaxed);
+    return nullptr;
+  }
+
+  // Without a lock: `e`, published in `hazard`, if slot `i` of the current
+  // array holds it; else nullptr with `hazard` clear. The check a hint gets
+  // (FindShared()'s, at one slot): `e` is not dereferenced unless it holds.
+  [[gnu::always_inline]] Entry* FindAt(std::size_t i, Entry* e,
+                                       internal::HazardSlot& hazard) const noexcept {
+    const Array* a = current_.load(std::memory_order_acquire);
+    if (i > a->mask) return nullptr;
+    const Slot& s = a->slots[i];
+    if (s.entry.load(std::memory_order_acquire) != e) return nullptr;
+    if (Holds(a, s, e, hazard)) return e;
     hazard.store(nullptr, std::memory_order_relaxed);
     return nullptr;
   }
@@ -323,6 +348,18 @@ class Table {
     const std::size_t mask;
     const std::unique_ptr<Slot[]> slots;
   };
+
+  // Publishes `e`, read from `s` of `a`, in `hazard`, then checks that the
+  // table still holds it there: from then on a writer that unlinks it finds
+  // the hazard and does not free it (hazard.h). Leaves `hazard` set either
+  // way.
+  [[gnu::always_inline]] bool Holds(const Array* a, const Slot& s, Entry* e,
+                                    internal::HazardSlot& hazard) const noexcept {
+    hazard.store(e, std::memory_order_relaxed);
+    internal::LightBarrier();
+    return current_.load(std::memory_order_acquire) == a &&
+           s.entry.load(std::memory_order_acquire) == e;
+  }
 
   static void Place(Array& a, Entry* e) noexcept {
     std::size_t i = e->hash & a.mask;
@@ -567,7 +604,7 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::Get(std::string_view key,
 
 Result<std::shared_ptr<CircuitBreaker>> Registry::Get(const RegistryKey& key,
                                                       std::string_view config_name) {
-  return GetHashed(key.hash(), key.key(), config_name);
+  return GetHashed(key.hash(), key.key(), config_name, &key);
 }
 
 Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view config_name) {
@@ -575,7 +612,7 @@ Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view 
 }
 
 Result<BorrowedBreaker> Registry::Borrow(const RegistryKey& key, std::string_view config_name) {
-  return BorrowHashed(key.hash(), key.key(), CoarseNow(), config_name);
+  return BorrowHashed(key.hash(), key.key(), CoarseNow(), config_name, &key);
 }
 
 Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view config_name,
@@ -587,19 +624,52 @@ Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view 
 Registry::Entry* Registry::Hit(std::uint64_t hash, std::string_view key, TimePoint now,
                                internal::HazardSlot* hazard) const {
   if (hazard == nullptr) return nullptr;
-  Entry* e = impl_->table.FindShared(hash, key, *hazard);
+  std::size_t slot = 0;
+  Entry* e = impl_->table.FindShared(hash, key, *hazard, &slot);
   if (e != nullptr) e->Touch(now.time_since_epoch().count());
+  return e;
+}
+
+// Hit() for a RegistryKey: first where that key was found last. The slot
+// must still hold the entry (checked as FindShared() checks it) and the
+// entry must be the one the hint names (its serial; never reused, so an
+// entry allocated where a dropped one was is not taken for it). The three
+// hint fields may come from different lookups of the same key: each is
+// checked on its own.
+Registry::Entry* Registry::HintedHit(const RegistryKey& key, TimePoint now,
+                                     internal::HazardSlot* hazard) const {
+  if (hazard == nullptr) return nullptr;
+  if (auto* named =
+          static_cast<Entry*>(const_cast<void*>(key.hint_entry_.load(std::memory_order_relaxed)))) {
+    if (Entry* e =
+            impl_->table.FindAt(key.hint_slot_.load(std::memory_order_relaxed), named, *hazard)) {
+      if (e->serial == key.hint_serial_.load(std::memory_order_relaxed)) [[likely]] {
+        e->Touch(now.time_since_epoch().count());
+        return e;
+      }
+      hazard->store(nullptr, std::memory_order_relaxed);
+    }
+  }
+  std::size_t slot = 0;
+  Entry* e = impl_->table.FindShared(key.hash(), key.key(), *hazard, &slot);
+  if (e == nullptr) return nullptr;
+  key.hint_slot_.store(slot, std::memory_order_relaxed);
+  key.hint_serial_.store(e->serial, std::memory_order_relaxed);
+  key.hint_entry_.store(e, std::memory_order_relaxed);
+  e->Touch(now.time_since_epoch().count());
   return e;
 }
 
 Result<std::shared_ptr<CircuitBreaker>> Registry::GetHashed(std::uint64_t hash,
                                                             std::string_view key,
-                                                            std::string_view config_name) {
+                                                            std::string_view config_name,
+                                                            const RegistryKey* hinted) {
   // The coarse clock is plenty to rank entries by last use and to notice
   // that a minute has passed since the last sweep.
   const TimePoint now = CoarseNow();
   internal::HazardSlot* hazard = internal::FreeHazardSlot();
-  if (Entry* e = Hit(hash, key, now, hazard)) {
+  if (Entry* e =
+          hinted != nullptr ? HintedHit(*hinted, now, hazard) : Hit(hash, key, now, hazard)) {
     std::shared_ptr<CircuitBreaker> breaker = e->breaker;
     hazard->store(nullptr, std::memory_order_release);
     // After the lookup: the key just asked for is fresh and held, so the
@@ -613,9 +683,11 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::GetHashed(std::uint64_t hash,
 }
 
 Result<BorrowedBreaker> Registry::BorrowHashed(std::uint64_t hash, std::string_view key,
-                                               TimePoint now, std::string_view config_name) {
+                                               TimePoint now, std::string_view config_name,
+                                               const RegistryKey* hinted) {
   internal::HazardSlot* hazard = internal::FreeHazardSlot();
-  if (Entry* e = Hit(hash, key, now, hazard)) {
+  if (Entry* e =
+          hinted != nullptr ? HintedHit(*hinted, now, hazard) : Hit(hash, key, now, hazard)) {
     MaybeSweep(now);
     return BorrowedBreaker(e->breaker.get(), hazard);
   }
@@ -768,7 +840,8 @@ std::size_t Registry::EvictLru(TimePoint now, std::size_t target, std::size_t li
 std::shared_ptr<CircuitBreaker> Registry::Find(std::string_view key) const {
   const std::uint64_t hash = RegistryKey::Hash(key);
   if (internal::HazardSlot* hazard = internal::FreeHazardSlot()) {
-    if (Entry* e = impl_->table.FindShared(hash, key, *hazard)) {
+    std::size_t slot = 0;
+    if (Entry* e = impl_->table.FindShared(hash, key, *hazard, &slot)) {
       std::shared_ptr<CircuitBreaker> breaker = e->breaker;
       hazard->store(nullptr, std::memory_order_release);
       return breaker;

@@ -1,8 +1,9 @@
 // Tests for Registry::Borrow() and the lock-free lookup under it: a lent
 // breaker is the key's breaker, counts as in use for every eviction path,
 // survives Remove() until given back, moves and is given back exactly once
-// (on any thread), a thread's fifth borrow at once still works, and lookups
-// racing every writer stay correct (run under tsan and asan).
+// (on any thread), a thread's fifth borrow at once still works, a
+// RegistryKey's remembered place is never taken for another entry, and
+// lookups racing every writer stay correct (run under tsan and asan).
 
 #include <gtest/gtest.h>
 
@@ -162,7 +163,9 @@ TEST_F(RegistryBorrowTest, AMovedBorrowIsGivenBackOnceByItsLastHolder) {
 }
 
 // Borrows (with calls on the lent breaker), Gets, Finds, Removes and sweeps
-// racing on a registry small enough to evict all the time.
+// racing on a registry small enough to evict all the time. Half the lookups
+// go through RegistryKeys the threads share, so their hints are written and
+// checked by several threads while the entries they name move and go.
 TEST_F(RegistryBorrowTest, ConcurrentBorrowsAndWritersStayConsistent) {
   RegistryOptions o;
   o.max_breakers = 16;
@@ -171,6 +174,9 @@ TEST_F(RegistryBorrowTest, ConcurrentBorrowsAndWritersStayConsistent) {
   constexpr int kThreads = 4;
   std::latch start(kThreads);
   std::atomic<int> wrong{0};
+  std::vector<RegistryKey> shared_keys;
+  shared_keys.reserve(64);
+  for (int k = 0; k < 64; ++k) shared_keys.emplace_back("k" + std::to_string(k));
   std::vector<std::thread> threads;
   threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
@@ -179,10 +185,12 @@ TEST_F(RegistryBorrowTest, ConcurrentBorrowsAndWritersStayConsistent) {
       start.arrive_and_wait();
       std::vector<BorrowedBreaker> kept;  // up to six at once: past the four slots
       for (int i = 0; i < 4000; ++i) {
-        const std::string key = "k" + std::to_string(rng() % 64);
+        const unsigned id = rng() % 64;
+        const std::string key = "k" + std::to_string(id);
         const unsigned op = rng() % 100;
         if (op < 60) {
-          Result<BorrowedBreaker> b = registry_->Borrow(key);
+          Result<BorrowedBreaker> b =
+              op % 2 == 0 ? registry_->Borrow(shared_keys[id]) : registry_->Borrow(key);
           if (!b || ((*b)->name() != key && (*b)->name() != "overflow:default")) {
             ++wrong;
             continue;
@@ -191,7 +199,10 @@ TEST_F(RegistryBorrowTest, ConcurrentBorrowsAndWritersStayConsistent) {
           if (op < 15) kept.push_back(std::move(*b));
           if (kept.size() > 6) kept.erase(kept.begin());
         } else if (op < 75) {
-          if (!testing::IsKeysBreaker(registry_->Get(key), key)) ++wrong;
+          if (!testing::IsKeysBreaker(
+                  op % 2 == 0 ? registry_->Get(shared_keys[id]) : registry_->Get(key), key)) {
+            ++wrong;
+          }
         } else {
           testing::FindRemoveOrSweep(*registry_, key, op, wrong);
         }
@@ -204,6 +215,82 @@ TEST_F(RegistryBorrowTest, ConcurrentBorrowsAndWritersStayConsistent) {
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_LE(registry_->size(), 24u);
+}
+
+// A RegistryKey remembers where it was found; the next lookup looks there
+// first. These pin that the hint is only ever a shortcut to the same answer.
+
+// A key whose hash agrees with `key`'s in its low 16 bits (so that it has
+// the same home slot in any table of up to 65,536 slots) and whose length is
+// the same (so that its entry is the same size and likely to be allocated
+// where a freed one of `key`'s was).
+std::string SameHomeSlot(const std::string& key) {
+  const std::uint64_t want = RegistryKey::Hash(key) & 0xFFFF;
+  for (std::uint64_t i = 0;; ++i) {
+    std::string other = std::to_string(i);
+    other.insert(0, key.size() - other.size(), 'x');
+    if (other != key && (RegistryKey::Hash(other) & 0xFFFF) == want) return other;
+  }
+}
+
+TEST_F(RegistryBorrowTest, AKeysHintIsNotTakenForAnEntryAllocatedWhereItsEntryWas) {
+  Build();
+  const RegistryKey key("meta:read:act_1:quota");
+  const CircuitBreaker* first = Borrow(key.key()).get();
+  ASSERT_EQ(registry_->Borrow(key).value().get(), first);  // the hint is set
+  ASSERT_TRUE(registry_->Remove(key.key()));
+  ASSERT_EQ(registry_->size(), 0u);
+  // Most likely in the same slot, at the same address: only the serial tells
+  // the two entries apart.
+  const std::string other = SameHomeSlot(key.key());
+  ASSERT_TRUE(registry_->Get(other).has_value());
+  Result<BorrowedBreaker> again = registry_->Borrow(key);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ((*again)->name(), key.key());
+  EXPECT_EQ(registry_->size(), 2u);
+  EXPECT_EQ(registry_->Find(other)->name(), other);
+}
+
+TEST_F(RegistryBorrowTest, AKeysHintFollowsItsEntryAcrossGrowthAndMoves) {
+  Build();
+  const RegistryKey key("meta:read:act_1:quota");
+  const std::shared_ptr<CircuitBreaker> breaker = registry_->Get(key).value();
+  // The table grows from 16 slots past 1,024; removing keys shifts others
+  // back into their places.
+  for (int i = 0; i < 600; ++i) ASSERT_TRUE(registry_->Get("k" + std::to_string(i)).has_value());
+  for (int i = 0; i < 600; i += 3) ASSERT_TRUE(registry_->Remove("k" + std::to_string(i)));
+  EXPECT_EQ(registry_->Get(key).value(), breaker);
+  EXPECT_EQ(registry_->Borrow(key).value().get(), breaker.get());
+  EXPECT_EQ(registry_->Borrow(key).value().get(), breaker.get());
+}
+
+TEST_F(RegistryBorrowTest, AnAssignedKeyForgetsTheHintOfTheKeyItWas) {
+  Build();
+  RegistryKey key("a");
+  const CircuitBreaker* a = registry_->Borrow(key).value().get();
+  const CircuitBreaker* b = registry_->Borrow(RegistryKey("b")).value().get();
+  key = RegistryKey("b");
+  EXPECT_EQ(registry_->Borrow(key).value().get(), b);
+  const RegistryKey c("a");
+  key = c;
+  EXPECT_EQ(registry_->Borrow(key).value().get(), a);
+  RegistryKey copy(key);
+  EXPECT_EQ(copy.key(), "a");
+  EXPECT_EQ(copy.hash(), RegistryKey::Hash("a"));
+  EXPECT_EQ(registry_->Get(copy).value().get(), a);
+}
+
+TEST_F(RegistryBorrowTest, OneKeyUsedWithTwoRegistriesGetsEachItsOwnBreaker) {
+  Build();
+  std::unique_ptr<Registry> second = *Registry::Create({});
+  const RegistryKey key("meta:read:act_1:quota");
+  for (int i = 0; i < 3; ++i) {
+    const CircuitBreaker* mine = registry_->Borrow(key).value().get();
+    const CircuitBreaker* theirs = second->Borrow(key).value().get();
+    EXPECT_NE(mine, theirs);
+    EXPECT_EQ(mine, registry_->Find(key.key()).get());
+    EXPECT_EQ(theirs, second->Find(key.key()).get());
+  }
 }
 
 }  // namespace

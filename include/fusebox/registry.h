@@ -53,7 +53,8 @@
 // drops a breaker it unlinks it, waits for a membarrier(2) (every other
 // thread passes a memory barrier) and looks at every thread's slots: a
 // breaker found there is in use and stays. A caller that asks for the same
-// key repeatedly can keep a RegistryKey, which carries its hash.
+// key repeatedly can keep a RegistryKey, which carries its hash and where
+// the key was found last.
 //
 // Borrow() lends the breaker without touching its reference count: the
 // cheapest hit, for a caller that uses the breaker and lets it go (a call).
@@ -134,9 +135,29 @@ struct RegistryOptions {
 
 // A key with its hash computed once, for callers that look up the same key
 // repeatedly (Registry::Get(const RegistryKey&) does not hash again).
+//
+// It also remembers where a registry last found it (the table slot and the
+// entry, with the entry's serial number), and the next lookup looks there
+// first: no probe and no byte compare on a repeat. The hint is only a cache:
+// it is checked against the table under the lookup's hazard and against the
+// entry's serial, which no other entry of any registry ever has, so a moved,
+// dropped or reused entry just sends the lookup the usual way. One key may
+// be used by many threads and with several registries at once. A copy
+// starts without a hint.
 class RegistryKey {
  public:
   explicit RegistryKey(std::string key) : key_(std::move(key)), hash_(Hash(key_)) {}
+  RegistryKey(const RegistryKey& other) : key_(other.key_), hash_(other.hash_) {}
+  RegistryKey(RegistryKey&& other) noexcept : key_(std::move(other.key_)), hash_(other.hash_) {}
+  RegistryKey& operator=(const RegistryKey& other) {
+    if (this != &other) Assign(std::string(other.key_), other.hash_);
+    return *this;
+  }
+  RegistryKey& operator=(RegistryKey&& other) noexcept {
+    if (this != &other) Assign(std::move(other.key_), other.hash_);
+    return *this;
+  }
+  ~RegistryKey() = default;
 
   const std::string& key() const noexcept { return key_; }
   std::uint64_t hash() const noexcept { return hash_; }
@@ -145,8 +166,20 @@ class RegistryKey {
   static std::uint64_t Hash(std::string_view key) noexcept;
 
  private:
+  friend class Registry;
+  void Assign(std::string key, std::uint64_t hash) noexcept {
+    key_ = std::move(key);
+    hash_ = hash;
+    hint_entry_.store(nullptr, std::memory_order_relaxed);
+  }
+
   std::string key_;
   std::uint64_t hash_;
+  // Written by lookups that found the key elsewhere (relaxed: each field is
+  // checked on its own, see Registry::HintedHit()).
+  mutable std::atomic<const void*> hint_entry_{nullptr};
+  mutable std::atomic<std::uint64_t> hint_serial_{0};
+  mutable std::atomic<std::size_t> hint_slot_{0};
 };
 
 // Counters since the registry was created (relaxed: each exact, not a
@@ -283,12 +316,17 @@ class Registry {
   struct Lent;
   explicit Registry(RegistryOptions options);
 
+  // `hinted`: the RegistryKey the lookup came with, whose hint is tried
+  // first and updated after a hit elsewhere; null for a plain key.
   Result<std::shared_ptr<CircuitBreaker>> GetHashed(std::uint64_t hash, std::string_view key,
-                                                    std::string_view config_name);
+                                                    std::string_view config_name,
+                                                    const RegistryKey* hinted = nullptr);
   Result<BorrowedBreaker> BorrowHashed(std::uint64_t hash, std::string_view key, TimePoint now,
-                                       std::string_view config_name);
+                                       std::string_view config_name,
+                                       const RegistryKey* hinted = nullptr);
   Entry* Hit(std::uint64_t hash, std::string_view key, TimePoint now,
              std::atomic<const void*>* hazard) const;
+  Entry* HintedHit(const RegistryKey& key, TimePoint now, std::atomic<const void*>* hazard) const;
   Result<Lent> Miss(std::uint64_t hash, std::string_view key, std::string_view config_name,
                     TimePoint now);
   Result<Lent> Insert(std::uint64_t hash, std::string_view key, std::string_view config_name,

@@ -48,7 +48,9 @@ Registry& SharedRegistry() {
 std::vector<int> Hot(int thread) { return bench::HotIds(thread, kKeys); }
 std::vector<int> Scattered(int thread) { return bench::ScatteredIds(thread, kKeys); }
 
-enum class Hit { kGet, kBorrow };
+// kBorrowAt: Borrow(key, config, coarse_now) with one clock read for every
+// two lookups, as seed 000's call reads it once for its two circuits.
+enum class Hit { kGet, kBorrow, kBorrowAt };
 
 template <typename K, Hit kHit = Hit::kGet>
 void Lookups(benchmark::State& state, const std::vector<int>& ids) {
@@ -58,13 +60,18 @@ void Lookups(benchmark::State& state, const std::vector<int>& ids) {
   for (int id : ids) keys.emplace_back(Key(id));
   const std::size_t n = keys.size();
   std::size_t i = 0;
+  TimePoint now{};
   const std::uint64_t allocs_before = bench::Allocations();
   for (auto _ : state) {
     if constexpr (kHit == Hit::kGet) {
       Result<std::shared_ptr<CircuitBreaker>> b = registry.Get(keys[i]);
       benchmark::DoNotOptimize(b);
-    } else {
+    } else if constexpr (kHit == Hit::kBorrow) {
       Result<BorrowedBreaker> b = registry.Borrow(keys[i]);
+      benchmark::DoNotOptimize(b);
+    } else {
+      if ((i & 1) == 0) now = registry.CoarseNow();
+      Result<BorrowedBreaker> b = registry.Borrow(keys[i], "default", now);
       benchmark::DoNotOptimize(b);
     }
     if (++i == n) i = 0;
@@ -99,6 +106,12 @@ void BM_Registry_Hot64_RegistryKey_Borrow(benchmark::State& state) {
 void BM_Registry_Scattered5000_RegistryKey_Borrow(benchmark::State& state) {
   Lookups<RegistryKey, Hit::kBorrow>(state, Scattered(state.thread_index()));
 }
+void BM_Registry_Hot64_RegistryKey_BorrowAt(benchmark::State& state) {
+  Lookups<RegistryKey, Hit::kBorrowAt>(state, Hot(state.thread_index()));
+}
+void BM_Registry_Scattered5000_RegistryKey_BorrowAt(benchmark::State& state) {
+  Lookups<RegistryKey, Hit::kBorrowAt>(state, Scattered(state.thread_index()));
+}
 BENCHMARK(BM_Registry_Hot64)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Scattered5000)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Hot64_RegistryKey)->Threads(1)->Threads(2)->UseRealTime();
@@ -107,6 +120,8 @@ BENCHMARK(BM_Registry_Hot64_Borrow)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Scattered5000_Borrow)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Hot64_RegistryKey_Borrow)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Scattered5000_RegistryKey_Borrow)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Registry_Hot64_RegistryKey_BorrowAt)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Registry_Scattered5000_RegistryKey_BorrowAt)->Threads(1)->Threads(2)->UseRealTime();
 
 // Yardsticks, in the same run. An uncontended atomic increment:
 void BM_Registry_Baseline_FetchAdd(benchmark::State& state) {

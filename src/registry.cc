@@ -620,6 +620,11 @@ Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view 
   return BorrowHashed(RegistryKey::Hash(key), key, coarse_now, config_name);
 }
 
+Result<BorrowedBreaker> Registry::Borrow(const RegistryKey& key, std::string_view config_name,
+                                         TimePoint coarse_now) {
+  return BorrowHashed(key.hash(), key.key(), coarse_now, config_name, &key);
+}
+
 // A hit: the entry, published in a slot of this thread's, and touched.
 Registry::Entry* Registry::Hit(std::uint64_t hash, std::string_view key, TimePoint now,
                                internal::HazardSlot* hazard) const {

@@ -111,6 +111,29 @@ TEST_F(RegistryBorrowTest, ATimeGivenByTheCallerIsTheUseThatCounts) {
   EXPECT_EQ(dropped_, std::vector<std::string>{"a"});
 }
 
+TEST_F(RegistryBorrowTest, AKeptKeyBorrowedAtTheCallersTimeIsUsedThen) {
+  // Borrow(RegistryKey, config, coarse_now): the same, through the key's
+  // remembered place (both keys were found once already).
+  Build();
+  const RegistryKey a("a");
+  const RegistryKey b("b");
+  ASSERT_TRUE(registry_->Borrow(a).has_value());
+  ASSERT_TRUE(registry_->Borrow(b).has_value());
+  const TimePoint created = clock_.CoarseNow();
+  clock_.Advance(10min);
+  ASSERT_TRUE(registry_->Borrow(b, "default", clock_.CoarseNow()).has_value());
+  Result<BorrowedBreaker> old = registry_->Borrow(a, "default", created);
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->get(), registry_->Find("a").get());
+  old = BorrowedBreaker();
+  clock_.Advance(6min);
+  EXPECT_EQ(registry_->Sweep(), 1u);
+  EXPECT_EQ(dropped_, std::vector<std::string>{"a"});
+  // A miss creates from the template named.
+  EXPECT_EQ(registry_->Borrow(RegistryKey("c"), "no-such-template", created).error().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST_F(RegistryBorrowTest, RemoveKeepsALentBreakerAliveUntilItIsGivenBack) {
   Build();
   std::weak_ptr<CircuitBreaker> weak = *registry_->Get("k");

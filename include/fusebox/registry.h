@@ -287,6 +287,10 @@ class Registry {
   // and paces the idle sweep: a read a moment old is as good as a fresh one.
   Result<BorrowedBreaker> Borrow(std::string_view key, std::string_view config_name,
                                  TimePoint coarse_now);
+  // The same for a kept key: no hash, no clock read, and where the key was
+  // found last is looked at first (see RegistryKey). The cheapest hit.
+  Result<BorrowedBreaker> Borrow(const RegistryKey& key, std::string_view config_name,
+                                 TimePoint coarse_now);
 
   // The breaker for `key` if it exists; does not count as a use.
   std::shared_ptr<CircuitBreaker> Find(std::string_view key) const;

@@ -7,7 +7,8 @@
 // key on the same registry, and an uncontended fetch_add. For comparison, the
 // path RunProviderCall took before it borrowed (two std::string names, two
 // Get()s, shared_ptrs), the call with ProviderCircuitKey() building the key
-// too, and the call's two parts alone (the lookups; the breakers' permits).
+// too, the call with kept keys (ProviderCircuitKeys: no names built, no
+// hash), and the call's two parts alone (the lookups; the breakers' permits).
 //
 //   fusebox_bench --benchmark_filter=ProviderCall --benchmark_repetitions=5
 //                 --benchmark_report_aggregates_only=true
@@ -71,16 +72,18 @@ ProviderResult<int> SharedPathCall(Registry& registry, const std::string& key) {
   return r;
 }
 
-enum class Path { kRunProviderCall, kSharedPath, kWithKeyBuild };
+enum class Path { kRunProviderCall, kSharedPath, kWithKeyBuild, kKeptKeys };
 
 template <Path kPath>
 void Calls(benchmark::State& state, const std::vector<int>& ids) {
   Registry& registry = SharedRegistry();
   std::vector<std::string> keys;
   std::vector<std::string> subjects;
+  std::vector<ProviderCircuitKeys> kept;
   for (int id : ids) {
     keys.push_back(Key(id));
     subjects.push_back(Subject(id));
+    if constexpr (kPath == Path::kKeptKeys) kept.emplace_back(keys.back());
   }
   const std::size_t n = keys.size();
   std::size_t i = 0;
@@ -92,6 +95,8 @@ void Calls(benchmark::State& state, const std::vector<int>& ids) {
         return RunProviderCall(registry, keys[i], Succeed);
       } else if constexpr (kPath == Path::kSharedPath) {
         return SharedPathCall(registry, keys[i]);
+      } else if constexpr (kPath == Path::kKeptKeys) {
+        return RunProviderCall(registry, kept[i], Succeed);
       } else {
         const Result<std::string> key =
             ProviderCircuitKey("instagram", Workload::kRead, subjects[i]);
@@ -124,11 +129,19 @@ void BM_ProviderCall_Scattered5000_SharedPath(benchmark::State& state) {
 void BM_ProviderCall_Hot64_WithKeyBuild(benchmark::State& state) {
   Calls<Path::kWithKeyBuild>(state, Hot(state.thread_index()));
 }
+void BM_ProviderCall_Hot64_KeptKeys(benchmark::State& state) {
+  Calls<Path::kKeptKeys>(state, Hot(state.thread_index()));
+}
+void BM_ProviderCall_Scattered5000_KeptKeys(benchmark::State& state) {
+  Calls<Path::kKeptKeys>(state, Scattered(state.thread_index()));
+}
 BENCHMARK(BM_ProviderCall_Hot64)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_ProviderCall_Scattered5000)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_ProviderCall_Hot64_SharedPath)->Threads(1)->UseRealTime();
 BENCHMARK(BM_ProviderCall_Scattered5000_SharedPath)->Threads(1)->UseRealTime();
 BENCHMARK(BM_ProviderCall_Hot64_WithKeyBuild)->Threads(1)->UseRealTime();
+BENCHMARK(BM_ProviderCall_Hot64_KeptKeys)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_ProviderCall_Scattered5000_KeptKeys)->Threads(1)->Threads(2)->UseRealTime();
 
 // The call in two parts, to see where its time goes. The lookups alone: both
 // names built, both circuits borrowed and given back.

@@ -159,6 +159,10 @@ auto OrAddTemplate(Registry& registry, std::string_view name, CircuitBreakerConf
   return std::move(*b);
 }
 
+// The circuits' names are the key and these.
+constexpr std::string_view kTransientSuffix = ":transient";
+constexpr std::string_view kQuotaSuffix = ":quota";
+
 // The names "<key>:transient" and "<key>:quota", built in place: on the stack
 // unless the key is very long (a subject is an account id: keys are ~40 bytes).
 class CircuitNames {
@@ -172,12 +176,12 @@ class CircuitNames {
     }
   }
 
-  std::string_view Transient() { return With(":transient"); }
-  std::string_view Quota() { return With(":quota"); }
+  std::string_view Transient() { return With(kTransientSuffix); }
+  std::string_view Quota() { return With(kQuotaSuffix); }
 
  private:
   static constexpr std::size_t kStackBytes = 256;
-  static constexpr std::string_view kLongestSuffix = ":transient";
+  static constexpr std::string_view kLongestSuffix = kTransientSuffix;
 
   std::string_view With(std::string_view suffix) {
     if (heap_.empty()) {
@@ -321,7 +325,26 @@ BorrowedCircuits BorrowProviderCircuits(Registry& registry, std::string_view key
   return c;
 }
 
+BorrowedCircuits BorrowProviderCircuits(Registry& registry, const ProviderCircuitKeys& keys,
+                                        TimePoint coarse_now) {
+  BorrowedCircuits c;
+  c.transient = OrAddTemplate(
+      registry, kTransientConfigName, &TransientCircuitConfig,
+      [&](std::string_view name) { return registry.Borrow(keys.transient(), name, coarse_now); });
+  c.quota = OrAddTemplate(
+      registry, kQuotaConfigName, &QuotaCircuitConfig,
+      [&](std::string_view name) { return registry.Borrow(keys.quota(), name, coarse_now); });
+  return c;
+}
+
 }  // namespace internal
+
+ProviderCircuitKeys::ProviderCircuitKeys(std::string_view key)
+    : key_(key),
+      transient_(std::string(key).append(internal::kTransientSuffix)),
+      quota_(std::string(key).append(internal::kQuotaSuffix)) {
+  assert(!key.empty() && "a provider call needs a key (ProviderCircuitKey)");
+}
 
 ProviderCircuits GetProviderCircuits(Registry& registry, std::string_view key) {
   internal::CircuitNames names(key);

@@ -387,13 +387,19 @@ TEST(ProviderCallTiming, AHotCallReadsTheCoarseClockTwice) {
   std::unique_ptr<Registry> registry = std::move(*Registry::Create(std::move(o)));
   const std::string key = *ProviderCircuitKey("instagram", Workload::kRead, "1");
   auto succeed = []() -> ProviderResult<int> { return 1; };
+  const ProviderCircuitKeys keys(key);
   // Past the quota circuit's 100 calls: both windows are full and clean.
   for (int i = 0; i < 101; ++i) ASSERT_TRUE(RunProviderCall(*registry, key, succeed).has_value());
-  const int coarse = clock.coarse_reads.load();
-  const int precise = clock.precise_reads.load();
-  ASSERT_TRUE(RunProviderCall(*registry, key, succeed).has_value());
-  EXPECT_EQ(clock.coarse_reads.load() - coarse, 2);
-  EXPECT_EQ(clock.precise_reads.load() - precise, 0);
+  for (const bool kept : {false, true}) {
+    SCOPED_TRACE(kept ? "kept keys" : "the key's string");
+    const int coarse = clock.coarse_reads.load();
+    const int precise = clock.precise_reads.load();
+    ASSERT_TRUE((kept ? RunProviderCall(*registry, keys, succeed)
+                      : RunProviderCall(*registry, key, succeed))
+                    .has_value());
+    EXPECT_EQ(clock.coarse_reads.load() - coarse, 2);
+    EXPECT_EQ(clock.precise_reads.load() - precise, 0);
+  }
 }
 
 // A provider call is timed as the breakers' Call() would time it: on the
@@ -452,6 +458,70 @@ TEST_F(ProviderCallTest, LongKeysNameTheirCircuitsAsShortOnesDo) {
   }
   EXPECT_EQ(registry_->size(), 2u * 7u);
   EXPECT_EQ(calls_, 7);
+}
+
+// Kept keys (ProviderCircuitKeys) reach the circuits the key's string does,
+// whichever overload a call takes: what one records the other sees, a
+// circuit dropped and made again is found again, and one keys object used
+// with two registries gets each registry's own circuits.
+TEST_F(ProviderCallTest, KeptKeysCallTheCircuitsTheKeyNames) {
+  const ProviderCircuitKeys keys(key_);
+  EXPECT_EQ(keys.key(), key_);
+  EXPECT_EQ(keys.transient().key(), key_ + ":transient");
+  EXPECT_EQ(keys.quota().key(), key_ + ":quota");
+  auto kept = [&](const ProviderResult<std::string>& answer) {
+    return RunProviderCall(*registry_, keys, [&]() -> ProviderResult<std::string> {
+      ++calls_;
+      return answer;
+    });
+  };
+  // Created from the templates by the kept keys' first call.
+  ASSERT_FALSE(kept(Err(ConnCode::kConn008RateLimit, 429, seconds(90))).has_value());
+  EXPECT_EQ(StateOf("quota"), State::kOpen);
+  ProviderResult<std::string> r = Call(std::string("posts"));  // by string: refused
+  ASSERT_FALSE(r.has_value());
+  EXPECT_TRUE(r.error().circuit_open);
+  EXPECT_EQ(r.error().retry_after, seconds(90));
+  clock_.Advance(seconds(90) + Duration(1));            // OPEN ends after its wait
+  ASSERT_TRUE(kept(std::string("posts")).has_value());  // the probe closes it
+  EXPECT_EQ(StateOf("quota"), State::kClosed);
+  EXPECT_EQ(calls_, 2);
+
+  // Two transient failures by string, one kept: 3 of 3 trips the transient
+  // circuit, which then refuses the kept keys' call with CONN_003 (past its
+  // 10 s window first, which the probe's success would otherwise share).
+  clock_.Advance(seconds(11));
+  (void)Call(Err(ConnCode::kConn003Transient, 503));
+  (void)Call(Err(ConnCode::kConn003Transient, 503));
+  EXPECT_EQ(StateOf("transient"), State::kClosed);
+  EXPECT_THROW(RunProviderCall(*registry_, keys,
+                               []() -> ProviderResult<std::string> {
+                                 throw std::runtime_error("connection reset");
+                               }),
+               std::runtime_error);
+  EXPECT_EQ(StateOf("transient"), State::kOpen);
+  r = kept(std::string("posts"));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ConnCode::kConn003Transient);
+  EXPECT_EQ(calls_, 4);
+
+  // Dropped and made again: the kept keys find the new circuits.
+  ASSERT_TRUE(registry_->Remove(key_ + ":transient"));
+  ASSERT_TRUE(registry_->Remove(key_ + ":quota"));
+  ASSERT_TRUE(kept(std::string("posts")).has_value());
+  EXPECT_EQ(registry_->Find(key_ + ":transient")->metrics().successful_calls, 1);
+  EXPECT_EQ(registry_->Find(key_ + ":quota")->metrics().successful_calls, 1);
+
+  // Another registry: its own circuits, untouched by this one's.
+  RegistryOptions o;
+  o.clock = &clock_;
+  std::unique_ptr<Registry> other = std::move(*Registry::Create(std::move(o)));
+  ASSERT_FALSE(RunProviderCall(*other, keys, [&]() -> ProviderResult<std::string> {
+                 return Err(ConnCode::kConn008RateLimit, 429, seconds(60));
+               }).has_value());
+  EXPECT_EQ(other->Find(key_ + ":quota")->state(), State::kOpen);
+  EXPECT_EQ(StateOf("quota"), State::kClosed);
+  EXPECT_TRUE(kept(std::string("posts")).has_value());
 }
 
 // RunProviderCall's circuits are in use while `fn` runs: a sweep past

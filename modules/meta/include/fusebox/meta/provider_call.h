@@ -154,6 +154,31 @@ CircuitBreakerConfig QuotaCircuitConfig();
 // each itself when missing; to change one, add it before the first call.
 Status AddProviderCircuitConfigs(Registry& registry);
 
+// The two circuit names of a provider circuit key ("<key>:transient" and
+// "<key>:quota"), built and hashed once, for a caller that calls for the same
+// account repeatedly (a poller, a worker per account):
+// RunProviderCall(registry, keys, fn) then builds no names, hashes nothing,
+// and looks for each breaker first where it found it last (RegistryKey).
+// The same circuits as RunProviderCall(registry, keys.key(), fn), whichever
+// overload a call takes. Thread-safe to share; a copy starts afresh.
+//
+//   const ProviderCircuitKeys keys(*ProviderCircuitKey("instagram", Workload::kRead, id));
+//   for (;;) { auto posts = RunProviderCall(*registry, keys, fetch_posts); ... }
+class ProviderCircuitKeys {
+ public:
+  // `key` (ProviderCircuitKey) must not be empty.
+  explicit ProviderCircuitKeys(std::string_view key);
+
+  const std::string& key() const noexcept { return key_; }
+  const RegistryKey& transient() const noexcept { return transient_; }
+  const RegistryKey& quota() const noexcept { return quota_; }
+
+ private:
+  std::string key_;
+  RegistryKey transient_;
+  RegistryKey quota_;
+};
+
 // The two breakers of one provider circuit key: what RunProviderCall and
 // ProviderCall::Start acquire, and what a caller that reports on them (an
 // admin page, a gateway's fail-fast from its event loop) reads.
@@ -239,6 +264,30 @@ struct BorrowedCircuits {
 // hit (the two names are built on the stack unless `key` is very long).
 BorrowedCircuits BorrowProviderCircuits(Registry& registry, std::string_view key,
                                         TimePoint coarse_now);
+// The same for kept keys: no name built, no hash, each looked for first
+// where it was found last.
+BorrowedCircuits BorrowProviderCircuits(Registry& registry, const ProviderCircuitKeys& keys,
+                                        TimePoint coarse_now);
+
+// RunProviderCall's body once its circuits are borrowed at `now` (the read
+// that also starts the call).
+template <typename F>
+auto RunOnCircuits(const BorrowedCircuits& circuits, Clock& clock, TimePoint now, F& fn)
+    -> std::invoke_result_t<F&> {
+  using R = std::invoke_result_t<F&>;
+  std::variant<ProviderPermits, ProviderError> admitted =
+      Admit(*circuits.transient, *circuits.quota, clock, now);
+  if (ProviderError* refused = std::get_if<ProviderError>(&admitted)) return *refused;
+  ProviderPermits& permits = std::get<ProviderPermits>(admitted);
+  try {
+    R r = fn();
+    permits.Finish(r.has_value() ? nullptr : &r.error());
+    return r;
+  } catch (...) {
+    permits.FinishWithException();
+    throw;
+  }
+}
 
 }  // namespace internal
 
@@ -357,23 +406,20 @@ class PendingProviderCall {
 // on a hit nothing is allocated (docs/performance.md, "The seed-000 call").
 template <typename F>
 auto RunProviderCall(Registry& registry, std::string_view key, F&& fn) -> std::invoke_result_t<F&> {
-  using R = std::invoke_result_t<F&>;
   // One clock read for both lookups and the call's coarse start.
   const TimePoint now = registry.CoarseNow();
-  // Declared before the permits, so given back after them.
+  // Outlive the permits RunOnCircuits takes, so given back after them.
   const internal::BorrowedCircuits circuits = internal::BorrowProviderCircuits(registry, key, now);
-  std::variant<internal::ProviderPermits, ProviderError> admitted =
-      internal::Admit(*circuits.transient, *circuits.quota, registry.clock(), now);
-  if (ProviderError* refused = std::get_if<ProviderError>(&admitted)) return *refused;
-  internal::ProviderPermits& permits = std::get<internal::ProviderPermits>(admitted);
-  try {
-    R r = fn();
-    permits.Finish(r.has_value() ? nullptr : &r.error());
-    return r;
-  } catch (...) {
-    permits.FinishWithException();
-    throw;
-  }
+  return internal::RunOnCircuits(circuits, registry.clock(), now, fn);
+}
+
+// The same with kept keys (ProviderCircuitKeys): the cheapest call.
+template <typename F>
+auto RunProviderCall(Registry& registry, const ProviderCircuitKeys& keys, F&& fn)
+    -> std::invoke_result_t<F&> {
+  const TimePoint now = registry.CoarseNow();
+  const internal::BorrowedCircuits circuits = internal::BorrowProviderCircuits(registry, keys, now);
+  return internal::RunOnCircuits(circuits, registry.clock(), now, fn);
 }
 
 }  // namespace fusebox::meta

@@ -360,6 +360,17 @@ ProviderCircuits GetProviderCircuits(Registry& registry, std::string_view key) {
   return c;
 }
 
+ProviderCircuits GetProviderCircuits(Registry& registry, const ProviderCircuitKeys& keys) {
+  ProviderCircuits c;
+  c.transient = internal::OrAddTemplate(
+      registry, kTransientConfigName, &TransientCircuitConfig,
+      [&](std::string_view name) { return registry.Get(keys.transient(), name); });
+  c.quota = internal::OrAddTemplate(
+      registry, kQuotaConfigName, &QuotaCircuitConfig,
+      [&](std::string_view name) { return registry.Get(keys.quota(), name); });
+  return c;
+}
+
 std::variant<ProviderCall, ProviderError> ProviderCall::From(
     ProviderCircuits circuits, std::variant<internal::ProviderPermits, ProviderError> admitted) {
   if (ProviderError* refused = std::get_if<ProviderError>(&admitted)) return *refused;
@@ -370,7 +381,16 @@ std::variant<ProviderCall, ProviderError> ProviderCall::From(
 std::variant<ProviderCall, ProviderError> ProviderCall::Start(Registry& registry,
                                                               std::string_view key) {
   assert(!key.empty() && "a provider call needs a key (ProviderCircuitKey)");
-  ProviderCircuits circuits = GetProviderCircuits(registry, key);
+  return StartOn(registry, GetProviderCircuits(registry, key));
+}
+
+std::variant<ProviderCall, ProviderError> ProviderCall::Start(Registry& registry,
+                                                              const ProviderCircuitKeys& keys) {
+  return StartOn(registry, GetProviderCircuits(registry, keys));
+}
+
+std::variant<ProviderCall, ProviderError> ProviderCall::StartOn(Registry& registry,
+                                                                ProviderCircuits circuits) {
   std::variant<internal::ProviderPermits, ProviderError> admitted = internal::Admit(
       *circuits.transient, *circuits.quota, registry.clock(), registry.clock().CoarseNow());
   return From(std::move(circuits), std::move(admitted));
@@ -379,7 +399,16 @@ std::variant<ProviderCall, ProviderError> ProviderCall::Start(Registry& registry
 std::variant<ProviderCall, ProviderError, PendingProviderCall> ProviderCall::StartWithoutBlocking(
     Registry& registry, std::string_view key) {
   assert(!key.empty() && "a provider call needs a key (ProviderCircuitKey)");
-  ProviderCircuits circuits = GetProviderCircuits(registry, key);
+  return StartWithoutBlockingOn(registry, GetProviderCircuits(registry, key));
+}
+
+std::variant<ProviderCall, ProviderError, PendingProviderCall> ProviderCall::StartWithoutBlocking(
+    Registry& registry, const ProviderCircuitKeys& keys) {
+  return StartWithoutBlockingOn(registry, GetProviderCircuits(registry, keys));
+}
+
+std::variant<ProviderCall, ProviderError, PendingProviderCall> ProviderCall::StartWithoutBlockingOn(
+    Registry& registry, ProviderCircuits circuits) {
   std::optional<Permit> transient_permit;
   std::optional<std::variant<internal::ProviderPermits, ProviderError>> admitted =
       internal::AdmitFrom(*circuits.transient, *circuits.quota, registry.clock(),

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <variant>
 
 #include "fusebox/stale_cache.h"
 #include "fusebox/testing/manual_clock.h"
@@ -522,6 +523,18 @@ TEST_F(ProviderCallTest, KeptKeysCallTheCircuitsTheKeyNames) {
   EXPECT_EQ(other->Find(key_ + ":quota")->state(), State::kOpen);
   EXPECT_EQ(StateOf("quota"), State::kClosed);
   EXPECT_TRUE(kept(std::string("posts")).has_value());
+
+  // The two halves and GetProviderCircuits take kept keys too.
+  EXPECT_EQ(GetProviderCircuits(*registry_, keys).quota, registry_->Find(key_ + ":quota"));
+  EXPECT_EQ(GetProviderCircuits(*registry_, keys).transient, registry_->Find(key_ + ":transient"));
+  std::variant<ProviderCall, ProviderError> started = ProviderCall::Start(*registry_, keys);
+  ASSERT_TRUE(std::holds_alternative<ProviderCall>(started));
+  const ProviderError limited = Err(ConnCode::kConn008RateLimit, 429, seconds(45));
+  std::get<ProviderCall>(std::move(started)).Finish(&limited);
+  EXPECT_EQ(StateOf("quota"), State::kOpen);
+  auto without_blocking = ProviderCall::StartWithoutBlocking(*registry_, keys);
+  ASSERT_TRUE(std::holds_alternative<ProviderError>(without_blocking));
+  EXPECT_EQ(std::get<ProviderError>(without_blocking).retry_after, seconds(45));
 }
 
 // RunProviderCall's circuits are in use while `fn` runs: a sweep past

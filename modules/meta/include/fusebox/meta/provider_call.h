@@ -160,7 +160,8 @@ Status AddProviderCircuitConfigs(Registry& registry);
 // RunProviderCall(registry, keys, fn) then builds no names, hashes nothing,
 // and looks for each breaker first where it found it last (RegistryKey).
 // The same circuits as RunProviderCall(registry, keys.key(), fn), whichever
-// overload a call takes. Thread-safe to share; a copy starts afresh.
+// overload a call takes; ProviderCall::Start() and GetProviderCircuits() take
+// them too. Thread-safe to share; a copy starts afresh.
 //
 //   const ProviderCircuitKeys keys(*ProviderCircuitKey("instagram", Workload::kRead, id));
 //   for (;;) { auto posts = RunProviderCall(*registry, keys, fetch_posts); ... }
@@ -190,6 +191,8 @@ struct ProviderCircuits {
 // "<key>:quota" in `registry`, adding the templates (AddProviderCircuitConfigs)
 // when missing. `key` must not be empty.
 ProviderCircuits GetProviderCircuits(Registry& registry, std::string_view key);
+// The same for kept keys.
+ProviderCircuits GetProviderCircuits(Registry& registry, const ProviderCircuitKeys& keys);
 
 namespace internal {
 
@@ -332,6 +335,12 @@ class ProviderCall {
   static std::variant<ProviderCall, ProviderError, PendingProviderCall> StartWithoutBlocking(
       Registry& registry, std::string_view key);
 
+  // Both, with kept keys (ProviderCircuitKeys): the same circuits.
+  static std::variant<ProviderCall, ProviderError> Start(Registry& registry,
+                                                         const ProviderCircuitKeys& keys);
+  static std::variant<ProviderCall, ProviderError, PendingProviderCall> StartWithoutBlocking(
+      Registry& registry, const ProviderCircuitKeys& keys);
+
   ProviderCall(ProviderCall&&) = default;
   ProviderCall& operator=(ProviderCall&&) = default;
 
@@ -344,6 +353,11 @@ class ProviderCall {
   friend class PendingProviderCall;
   ProviderCall(ProviderCircuits circuits, internal::ProviderPermits permits)
       : circuits_(std::move(circuits)), permits_(std::move(permits)) {}
+  // Start() and StartWithoutBlocking() once the circuits are found.
+  static std::variant<ProviderCall, ProviderError> StartOn(Registry& registry,
+                                                           ProviderCircuits circuits);
+  static std::variant<ProviderCall, ProviderError, PendingProviderCall> StartWithoutBlockingOn(
+      Registry& registry, ProviderCircuits circuits);
   // The call, or the refusal, of an admission that decided.
   static std::variant<ProviderCall, ProviderError> From(
       ProviderCircuits circuits, std::variant<internal::ProviderPermits, ProviderError> admitted);

@@ -495,10 +495,10 @@ TEST_F(ProviderCallTest, KeptKeysCallTheCircuitsTheKeyNames) {
   (void)Call(Err(ConnCode::kConn003Transient, 503));
   (void)Call(Err(ConnCode::kConn003Transient, 503));
   EXPECT_EQ(StateOf("transient"), State::kClosed);
-  EXPECT_THROW(RunProviderCall(*registry_, keys,
-                               []() -> ProviderResult<std::string> {
-                                 throw std::runtime_error("connection reset");
-                               }),
+  EXPECT_THROW((void)RunProviderCall(*registry_, keys,
+                                     []() -> ProviderResult<std::string> {
+                                       throw std::runtime_error("connection reset");
+                                     }),
                std::runtime_error);
   EXPECT_EQ(StateOf("transient"), State::kOpen);
   r = kept(std::string("posts"));

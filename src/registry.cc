@@ -607,14 +607,6 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::Get(const RegistryKey& key,
   return GetHashed(key.hash(), key.key(), config_name, &key);
 }
 
-Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view config_name) {
-  return BorrowHashed(RegistryKey::Hash(key), key, CoarseNow(), config_name);
-}
-
-Result<BorrowedBreaker> Registry::Borrow(const RegistryKey& key, std::string_view config_name) {
-  return BorrowHashed(key.hash(), key.key(), CoarseNow(), config_name, &key);
-}
-
 Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view config_name,
                                          TimePoint coarse_now) {
   return BorrowHashed(RegistryKey::Hash(key), key, coarse_now, config_name);

@@ -279,8 +279,12 @@ class Registry {
   // it: a hit writes nothing shared and allocates nothing.
   //
   //   if (auto b = registry->Borrow(key, "meta")) (*b)->Call(...);
-  Result<BorrowedBreaker> Borrow(std::string_view key, std::string_view config_name = "default");
-  Result<BorrowedBreaker> Borrow(const RegistryKey& key, std::string_view config_name = "default");
+  Result<BorrowedBreaker> Borrow(std::string_view key, std::string_view config_name = "default") {
+    return Borrow(key, config_name, CoarseNow());
+  }
+  Result<BorrowedBreaker> Borrow(const RegistryKey& key, std::string_view config_name = "default") {
+    return Borrow(key, config_name, CoarseNow());
+  }
   // As Borrow(), at `coarse_now`: clock().CoarseNow() read by a caller that
   // looks up several keys for one call (seed 000's two circuits), so that the
   // clock is read once for all of them. It only ranks the breaker for LRU

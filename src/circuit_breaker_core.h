@@ -335,6 +335,8 @@ struct alignas(64) CircuitBreaker::Core {
   internal::RelaxedOutcomeLog& log() const { return *cb.relaxed_log_; }
   int FoldSlotsLocked(std::int64_t second, bool decide) FUSEBOX_REQUIRES(mu);
   int FoldSlotLocked(int i, std::int64_t second, bool decide) FUSEBOX_REQUIRES(mu);
+  int FoldSlotInBulkLocked(int i, const internal::RelaxedOutcomeLog::Snapshot& snap,
+                           std::int64_t second) FUSEBOX_REQUIRES(mu);
   void FoldForFailureLocked(std::int64_t second) FUSEBOX_REQUIRES(mu);
   bool ReachesThresholdLocked(std::int64_t second) FUSEBOX_REQUIRES(mu);
   void ApplyDeferredFailureLocked(std::int64_t second, std::uint64_t epoch_low)

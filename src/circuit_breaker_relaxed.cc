@@ -78,6 +78,10 @@ int CircuitBreaker::Core::FoldSlotsLocked(std::int64_t second, bool decide) {
 int CircuitBreaker::Core::FoldSlotLocked(int i, std::int64_t second, bool decide) {
   int failures = 0;
   const RelaxedOutcomeLog::Snapshot snap = log().Read(i, cb.counters_[i].successes);
+  if (!decide) {
+    const int bulk = FoldSlotInBulkLocked(i, snap, second);
+    if (bulk >= 0) return bulk;
+  }
   std::uint64_t& done = slot_successes_applied[i];
   std::uint64_t& next = slot_failures_applied[i];
   while (next < snap.failures) {
@@ -102,6 +106,50 @@ int CircuitBreaker::Core::FoldSlotLocked(int i, std::int64_t second, bool decide
     done = snap.successes;
   }
   return failures;
+}
+
+// FoldSlotLocked()'s common case in one pass over the window: the slot's
+// failures are all of CLOSED's current epoch, nothing holds them back, and
+// even if no success evicted a failure none of them could reach the
+// threshold, so the replay would neither stop nor decide at any of them.
+// Then only the window's end state matters, which the window builds at once
+// (a thread's allowance brings a ring's worth of outcomes or more). Returns
+// the failures applied, or -1 if the slot needs the replay.
+int CircuitBreaker::Core::FoldSlotInBulkLocked(int i, const RelaxedOutcomeLog::Snapshot& snap,
+                                               std::int64_t second) {
+  std::uint64_t& done = slot_successes_applied[i];
+  std::uint64_t& next = slot_failures_applied[i];
+  const std::uint64_t word = cb.word_.load(std::memory_order_relaxed);
+  if (hold_deferred_failures || StateOf(word) != State::kClosed ||
+      closed_window.type() != SlidingWindowType::kCountBased || !closed_window.full() ||
+      snap.failures <= next || snap.failures - next > RelaxedOutcomeLog::kEntries) {
+    return -1;
+  }
+  // Successes before each failure, in the slot's order (invariant 3).
+  std::uint64_t before[RelaxedOutcomeLog::kEntries];
+  int n = 0;
+  std::uint64_t place = done;
+  for (; next + static_cast<std::uint64_t>(n) < snap.failures; ++n) {
+    const RelaxedOutcomeLog::Failure f = log().Entry(i, next + n, place);
+    if (f.place > snap.successes) break;
+    if (f.epoch_low != RelaxedOutcomeLog::EpochLow(word)) return -1;  // Late: replayed.
+    before[n] = f.place - place;
+    place = f.place;
+  }
+  // The replay asks ReachesThresholdLocked() before each failure, of a full
+  // window holding at most `n - 1` more failures than now.
+  const internal::WindowTotals& t = closed_window.Totals(second);
+  if (n == 0 || RatePercent(t.failed + n, t.calls) >= cb.config_.failure_rate_threshold) {
+    return -1;
+  }
+  const std::uint64_t after = snap.successes - place;
+  closed_window.RecordFailuresAmongSuccesses({before, static_cast<std::size_t>(n)}, after);
+  // As AddDeferredSuccessesLocked() and ApplyDeferredFailureLocked() count.
+  for (int k = 0; k < n; ++k) consecutive_failures = before[k] > 0 ? 1 : consecutive_failures + 1;
+  if (after > 0) consecutive_failures = 0;
+  done = snap.successes;
+  next += static_cast<std::uint64_t>(n);  // Invariant 2: each applied once.
+  return n;
 }
 
 // Before a fast failure recorded under the lock (its thread's allowance is

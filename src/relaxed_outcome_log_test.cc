@@ -19,9 +19,9 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <thread>
 #include <vector>
 
@@ -34,23 +34,25 @@ namespace {
 using internal::RelaxedLogPoint;
 using namespace std::chrono_literals;
 
-// Where the worker stops, and the handshake with the test thread.
+// Where the worker stops, and the handshake with the test thread: stop n
+// (from 1) waits until the test thread has released n stops.
 struct Gate {
   std::mutex mu;
   std::condition_variable cv;
-  bool reached = false;
-  bool released = false;
+  int reached = 0;
+  int released = 0;
 };
 Gate* g_gate = nullptr;
-thread_local std::optional<RelaxedLogPoint> t_stop_at;
+// The points the worker still stops at, in order.
+thread_local std::vector<RelaxedLogPoint> t_stops;
 
 void StopHook(RelaxedLogPoint point) {
-  if (t_stop_at != point) return;
-  t_stop_at.reset();
+  if (t_stops.empty() || t_stops.front() != point) return;
+  t_stops.erase(t_stops.begin());
   std::unique_lock<std::mutex> lock(g_gate->mu);
-  g_gate->reached = true;
+  const int stop = ++g_gate->reached;
   g_gate->cv.notify_all();
-  g_gate->cv.wait(lock, [] { return g_gate->released; });
+  g_gate->cv.wait(lock, [stop] { return g_gate->released >= stop; });
 }
 
 class CircuitBreakerRelaxedRace : public ::testing::Test {
@@ -71,7 +73,7 @@ class CircuitBreakerRelaxedRace : public ::testing::Test {
   }
 
   void TearDown() override {
-    Release();
+    ReleaseAll();
     if (worker_.joinable()) worker_.join();
     internal::g_relaxed_log_hook.store(nullptr, std::memory_order_relaxed);
     g_gate = nullptr;
@@ -90,29 +92,37 @@ class CircuitBreakerRelaxedRace : public ::testing::Test {
   // The worker fills the window (7 successes, then 3 failures, all under the
   // lock: the window is not full before), which grants its slot an allowance
   // of one failure; then it counts one failure without the lock and stops at
-  // `point`.
-  void StartWorkerStoppingAt(RelaxedLogPoint point) {
-    worker_ = std::thread([this, point] {
+  // `points`, in turn.
+  void StartWorkerStoppingAt(const std::vector<RelaxedLogPoint>& points) {
+    worker_ = std::thread([this, points] {
       for (int i = 0; i < 7; ++i) Report(false);
       for (int i = 0; i < 3; ++i) Report(true);
-      t_stop_at = point;
+      t_stops = points;
       Report(true);
     });
+    WaitForStop(1);
+  }
+  void StartWorkerStoppingAt(RelaxedLogPoint point) {
+    StartWorkerStoppingAt(std::vector<RelaxedLogPoint>{point});
+  }
+
+  void WaitForStop(int stop) {
     std::unique_lock<std::mutex> lock(gate_.mu);
     // A bound so that a hook that never fires fails the test instead of
     // hanging it; no time logic depends on it.
-    ASSERT_TRUE(gate_.cv.wait_for(lock, 60s, [&] { return gate_.reached; }))
-        << "the worker never counted a failure without the lock";
+    ASSERT_TRUE(gate_.cv.wait_for(lock, 60s, [&] { return gate_.reached >= stop; }))
+        << "the worker never reached stop " << stop;
   }
 
-  void Release() {
+  void ReleaseStops(int stops) {
     std::lock_guard<std::mutex> lock(gate_.mu);
-    gate_.released = true;
+    gate_.released = stops;
     gate_.cv.notify_all();
   }
+  void ReleaseAll() { ReleaseStops(std::numeric_limits<int>::max()); }
 
   void ReleaseAndJoinWorker() {
-    Release();
+    ReleaseAll();
     worker_.join();
   }
 
@@ -168,6 +178,25 @@ TEST_F(CircuitBreakerRelaxedRace, AbaRegrantOfTheSameWordIsSettledByTheCountingT
   ASSERT_TRUE(breaker_->RemoveListener(id));  // Granted again: the same word.
   Report(true);                               // Counted on the test thread's new allowance of one.
   EXPECT_EQ(breaker_->state(), State::kClosed);
+  ReleaseAndJoinWorker();
+  EXPECT_EQ(breaker_->state(), State::kOpen);
+  EXPECT_EQ(breaker_->metrics().failed_calls, 5);
+}
+
+// Invariant 1's other side: a failure counted as its allowance was withdrawn
+// may reach the threshold, and only a deciding fold may apply it. The
+// worker's failure is counted after the withdrawal (4 failures in 10), and
+// before the worker settles it, a non-deciding fold (metrics()) sees it: it
+// must leave it, since applying it would make 5 in 10 without deciding.
+// Fails when FoldSlotInBulkLocked()'s bound allows one failure too many.
+TEST_F(CircuitBreakerRelaxedRace, FailureThatReachesTheThresholdWaitsForTheDecidingFold) {
+  StartWorkerStoppingAt({RelaxedLogPoint::kAllowanceRead, RelaxedLogPoint::kCounted});
+  Report(true);  // 4 in 10: withdrawn before the worker counts.
+  ReleaseStops(1);
+  WaitForStop(2);  // Counted, not yet settled.
+  const CircuitBreakerMetrics seen = breaker_->metrics();
+  EXPECT_EQ(seen.state, State::kClosed);
+  EXPECT_EQ(seen.failed_calls, 4);
   ReleaseAndJoinWorker();
   EXPECT_EQ(breaker_->state(), State::kOpen);
   EXPECT_EQ(breaker_->metrics().failed_calls, 5);

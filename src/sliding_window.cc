@@ -104,6 +104,40 @@ void SlidingWindow::RecordSuccesses(std::int64_t n) {
   head_ = static_cast<int>((head_ + n) % size_);
 }
 
+void SlidingWindow::RecordFailuresAmongSuccesses(std::span<const std::uint64_t> successes_before,
+                                                 std::uint64_t successes_after) {
+  assert(type_ == SlidingWindowType::kCountBased);
+  const std::uint64_t size = static_cast<std::uint64_t>(size_);
+  std::uint64_t total = successes_after + successes_before.size();
+  for (const std::uint64_t n : successes_before) total += n;
+  if (total < size) {
+    // Part of the ring stays: replay them.
+    for (const std::uint64_t n : successes_before) {
+      if (n > 0) RecordSuccesses(static_cast<std::int64_t>(n));
+      Record(0, /*failed=*/true, /*slow=*/false);
+    }
+    if (successes_after > 0) RecordSuccesses(static_cast<std::int64_t>(successes_after));
+    return;
+  }
+  // Outcome j of the `total` goes to slot (head_ + j) % size; only those from
+  // `first` on are not overwritten by a later one.
+  const std::size_t words = (static_cast<std::size_t>(size_) + kPerWord - 1) / kPerWord;
+  std::fill(bits_, bits_ + words, 0);
+  totals_ = WindowTotals{.calls = size_};
+  const std::uint64_t first = total - size;
+  const std::uint64_t head = static_cast<std::uint64_t>(head_);
+  std::uint64_t j = 0;  // The failure's place in the sequence.
+  for (const std::uint64_t n : successes_before) {
+    j += n;
+    if (j >= first) {
+      SetSlot(static_cast<int>((head + j) % size), kFailed);
+      ++totals_.failed;
+    }
+    ++j;
+  }
+  head_ = static_cast<int>((head + total) % size);
+}
+
 void SlidingWindow::AgeTo(std::int64_t second) {
   if (!started_) {
     // Buckets hold the seconds (second - size, second], all empty.

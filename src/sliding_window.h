@@ -5,6 +5,7 @@
 #define FUSEBOX_SRC_SLIDING_WINDOW_H_
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "fusebox/circuit_breaker.h"
@@ -43,6 +44,15 @@ class SlidingWindow {
   // `n` calls of Record(second, false, false) would. kCountBased only; a word
   // of the ring at a time rather than an outcome at a time.
   void RecordSuccesses(std::int64_t n);
+
+  // Records, for each k, `successes_before[k]` successes and then a failure
+  // (none of them slow), then `successes_after` successes, leaving the window
+  // exactly as those calls of RecordSuccesses() and Record() would.
+  // kCountBased only. When they fill the ring at least once over, only the
+  // last `size` of them remain: the ring is rebuilt from those rather than
+  // replayed an outcome at a time.
+  void RecordFailuresAmongSuccesses(std::span<const std::uint64_t> successes_before,
+                                    std::uint64_t successes_after);
 
   // Ages a kTimeBased window to `second`, then returns the totals.
   const WindowTotals& Totals(std::int64_t second);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -68,6 +69,35 @@ Result<int> FreeLoopbackPort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
+namespace {
+
+bool Bindable(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+// A cluster node also listens on its port + 10000 (the cluster bus), so its
+// port must be at most 55535: the kernel's choice (often above, and the
+// next ones near it) will not do. Random ports below, both ends free.
+Result<int> FreeClusterPort() {
+  thread_local std::minstd_rand random(std::random_device{}());
+  std::uniform_int_distribution<int> pick(20000, 55535);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = pick(random);
+    if (Bindable(port) && Bindable(port + 10000)) return port;
+  }
+  return Status::Internal("no free 127.0.0.1 port pair (p, p + 10000) with p in [20000, 55535]");
+}
+
 bool PollUntil(const std::function<bool()>& done, Duration bound) {
   const auto deadline = std::chrono::steady_clock::now() + bound;
   for (;;) {
@@ -107,7 +137,7 @@ Result<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions optio
   std::unique_ptr<RedisServer> server(new RedisServer(std::move(options), tmpl));
   Status last;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    Result<int> port = FreeLoopbackPort();
+    Result<int> port = server->options_.cluster_enabled ? FreeClusterPort() : FreeLoopbackPort();
     if (!port) return port.error();
     server->port_ = *port;
     last = server->Spawn();

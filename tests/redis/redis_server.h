@@ -159,6 +159,9 @@ std::string FindInPath(std::string_view name);
 
 // A 127.0.0.1 port that was free a moment ago (nothing listens on it).
 Result<int> FreeLoopbackPort();
+// The same for a cluster node: at most 55535, and its bus port (+ 10000)
+// free too.
+Result<int> FreeClusterPort();
 
 // The Redis PTTL of `key` in ms (-2 absent, -1 no TTL), or -3 on error.
 std::int64_t Pttl(Connection& conn, std::string_view key);

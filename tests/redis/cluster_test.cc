@@ -329,6 +329,36 @@ TEST_F(RedisClusterTest, TripsOnEveryPrimaryReachTheFleetWithOneProbePerRecovery
   EXPECT_EQ(a->stats().errors, 0);
 }
 
+// With wait_replicas, a burst of trips on circuits of two primaries costs
+// one WAIT on each of them (WAIT counts a connection's writes to the node it
+// is sent to), none on the third, and each trip is counted acknowledged.
+TEST_F(RedisClusterTest, ABurstOfTripsWaitsOncePerPrimaryWritten) {
+  auto a = Store("&wait_replicas=1&wait_timeout=2s");
+  ASSERT_NE(a, nullptr);
+  const std::vector<int> primaries = PrimaryPorts();
+  ASSERT_EQ(primaries.size(), 3u);
+  auto waits = [&](int port) {
+    auto calls = cluster_->ByPort(port)->CommandCalls();
+    EXPECT_TRUE(calls.has_value()) << calls.error();
+    return calls ? (*calls)["wait"] : -1;
+  };
+  auto held = std::make_shared<testing::HeldWorker>();
+  const SharedState::SubscriptionId id = a->Subscribe("other", held);
+  held->AwaitHeld();
+  for (int i = 0; i < 3; ++i) {
+    a->Trip(CircuitOn(primaries[0], i * 100), seconds(60), "burst");
+    a->Trip(CircuitOn(primaries[1], i * 100), seconds(60), "burst");
+  }
+  held->Release();
+  a->Flush();
+  a->Unsubscribe(id);
+  EXPECT_EQ(waits(primaries[0]), 1);
+  EXPECT_EQ(waits(primaries[1]), 1);
+  EXPECT_EQ(waits(primaries[2]), 0);
+  EXPECT_EQ(a->stats().replica_acks, 6);
+  EXPECT_EQ(a->stats().replica_ack_shortfalls, 0);
+}
+
 TEST_F(RedisClusterTest, AKilledPrimaryCostsBoundedCallsAndAnAcknowledgedOpenSurvives) {
   auto a = Store("&wait_replicas=1&wait_timeout=1s"), b = Store();
   ASSERT_NE(a, nullptr);

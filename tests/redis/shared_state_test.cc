@@ -504,6 +504,78 @@ TEST_F(RedisSharedStateTest, AfterARestartALocalOpenIsReplayedButNeverShortensAL
   EXPECT_GT(Pttl(*raw_, open_key), 590'000);
 }
 
+// A trip or override that waited in the queue (behind a WAIT on a replica
+// that is gone, a reconnect) keeps its end where the breaker put it: it is
+// sent with what is left, or not at all once nothing is, so that a late
+// replay cannot reopen a circuit whose probe already runs elsewhere.
+TEST_F(RedisSharedStateTest, AnOpOutlivedByItsQueueWaitIsSentWithWhatIsLeftOrNotAtAll) {
+  fusebox::testing::ManualClock store_clock;
+  SharedStateOptions o = Options();
+  o.clock = &store_clock;
+  o.min_grace = Duration::zero();
+  auto a = Store(std::move(o));
+  ASSERT_NE(a, nullptr);
+  const std::string lapsed = std::string(kCircuit) + ":lapsed";
+  const std::string kept = std::string(kCircuit) + ":kept";
+  const std::string forced = std::string(kCircuit) + ":forced";
+  const std::string forced_lapsed = std::string(kCircuit) + ":forced-lapsed";
+  auto held = std::make_shared<testing::HeldWorker>();
+  const SharedState::SubscriptionId id = a->Subscribe("other", held);
+  held->AwaitHeld();
+  a->Trip(lapsed, seconds(2), "queued");
+  a->Trip(kept, seconds(60), "queued");
+  a->PublishOverride(forced, {SharedOverride::Kind::kForcedOpen, seconds(60), "r", "ops"});
+  a->PublishOverride(forced_lapsed, {SharedOverride::Kind::kForcedOpen, seconds(2), "r", "ops"});
+  store_clock.Advance(seconds(20));  // the time they spent queued
+  held->Release();
+  a->Flush();
+  a->Unsubscribe(id);
+  const auto keys = [&](const std::string& c) { return scripts_.keyspace().Keys(c); };
+  EXPECT_EQ(Pttl(*raw_, keys(lapsed).open), -2) << "an OPEN over before it was sent";
+  EXPECT_EQ(Pttl(*raw_, keys(forced_lapsed).overrides), -2)
+      << "an override over before it was sent";
+  // What was left: 40 s of each, not the 60 s they were queued with.
+  EXPECT_GT(Pttl(*raw_, keys(kept).open), 39'000);
+  EXPECT_LE(Pttl(*raw_, keys(kept).open), 40'000);
+  EXPECT_GT(Pttl(*raw_, keys(forced).overrides), 39'000);
+  EXPECT_LE(Pttl(*raw_, keys(forced).overrides), 40'000);
+  EXPECT_EQ(a->stats().expired_in_queue, 2);
+  EXPECT_EQ(a->stats().dropped, 0);
+}
+
+// With wait_replicas, the trips and overrides sent while the queue was
+// full share one WAIT (here it falls short: the server has no replica), so
+// that a burst does not hold the queue one wait_timeout per op.
+TEST_F(RedisSharedStateTest, ABurstOfTripsSharesOneWait) {
+  SharedStateOptions o = Options();
+  o.connection.wait_replicas = 1;
+  o.connection.wait_timeout = milliseconds(100);
+  o.connection.warn = [](std::string_view, std::string_view) {};
+  auto a = Store(std::move(o));
+  ASSERT_NE(a, nullptr);
+  auto held = std::make_shared<testing::HeldWorker>();
+  const SharedState::SubscriptionId id = a->Subscribe("other", held);
+  held->AwaitHeld();
+  for (int i = 0; i < 5; ++i)
+    a->Trip(std::string(kCircuit) + ":" + std::to_string(i), seconds(60), "burst");
+  a->PublishOverride(kCircuit, {SharedOverride::Kind::kForcedOpen, seconds(60), "r", "ops"});
+  held->Release();
+  a->Flush();
+  a->Unsubscribe(id);
+  auto calls = server_->CommandCalls();
+  ASSERT_TRUE(calls.has_value()) << calls.error();
+  EXPECT_EQ((*calls)["wait"], 1);
+  EXPECT_EQ(a->stats().replica_ack_shortfalls, 6) << "each op counted";
+  EXPECT_EQ(a->stats().replica_acks, 0);
+  // A trip on its own, once the queue is empty, has its own WAIT.
+  a->Trip(kCircuit, seconds(60), "alone");
+  a->Flush();
+  calls = server_->CommandCalls();
+  ASSERT_TRUE(calls.has_value()) << calls.error();
+  EXPECT_EQ((*calls)["wait"], 2);
+  EXPECT_EQ(a->stats().replica_ack_shortfalls, 7);
+}
+
 TEST_F(RedisSharedStateTest, AScriptCacheFlushCostsOneEvalAndNothingFails) {
   auto a = Store(), b = Store();
   auto ba = Breaker(a), bb = Breaker(b);

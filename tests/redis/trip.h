@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <latch>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,6 +78,24 @@ inline void OneProbeClosesTheFleet(std::vector<CircuitBreaker*> fleet,
     return true;
   }));
 }
+
+// Holds the store's worker in OnSharedRefresh() (called there right after
+// Subscribe()) until Release(): whatever is queued meanwhile waits.
+class HeldWorker final : public SharedStateListener {
+ public:
+  void OnSharedOpen(Duration) override {}
+  void OnSharedClosed() override {}
+  void OnSharedResync() override {}
+  void OnSharedRefresh() override {
+    holding_.count_down();
+    released_.wait();
+  }
+  void AwaitHeld() { holding_.wait(); }
+  void Release() { released_.count_down(); }
+
+ private:
+  std::latch holding_{1}, released_{1};
+};
 
 }  // namespace fusebox::redis::testing
 

@@ -139,11 +139,30 @@ Result<std::vector<Reply>> Connection::SendTo(
   return replies;
 }
 
+std::string Connection::ServerOf(std::string_view key) const {
+  if (cluster_ == nullptr) return options_.Endpoint();
+  const NodeAddress* owner = cluster_->map.Owner(KeySlot(key));
+  return owner == nullptr ? std::string() : owner->Endpoint();
+}
+
+Result<Reply> Connection::CommandBeside(std::string_view key,
+                                        std::span<const std::string_view> args) {
+  if (cluster_ == nullptr || args.empty() || transport_ == nullptr || subscribed_ ||
+      pending_ != 0) {
+    return Command(args);  // Its checks name what is wrong.
+  }
+  const std::vector<std::string_view> command(args.begin(), args.end());
+  Result<std::vector<Reply>> r = Route(std::span(&command, 1), KeySlot(key));
+  if (!r) return std::move(r).error();
+  return std::move(r->front());
+}
+
 Result<std::vector<Reply>> Connection::Route(
-    std::span<const std::vector<std::string_view>> commands) {
+    std::span<const std::vector<std::string_view>> commands, std::optional<std::uint16_t> beside) {
   internal::ClusterRoute& route = *cluster_;
-  std::optional<std::uint16_t> slot;
+  std::optional<std::uint16_t> slot = beside;
   for (const std::vector<std::string_view>& c : commands) {
+    if (beside) break;
     const std::optional<std::string_view> key = internal::RoutingKey(c);
     if (!key) continue;
     const std::uint16_t s = KeySlot(*key);

@@ -36,6 +36,9 @@ constexpr Duration kFirstBackoff = std::chrono::milliseconds(50);
 // At most one "redis_replica_ack_short" warning this often: a replica down
 // for an hour must not write one line per trip.
 constexpr Duration kAckWarnEvery = std::chrono::seconds(10);
+// At most this many trips and overrides are sent before their WAIT, however
+// long the queue stays full.
+constexpr std::size_t kMaxUnacked = 64;
 
 Status Validate(const SharedStateOptions& o) {
   auto bad = [](const char* field, const char* rule) {
@@ -245,6 +248,7 @@ void RedisSharedState::PublishOverride(std::string_view circuit, const SharedOve
 }
 
 void RedisSharedState::Enqueue(Op op) {
+  op.queued_at = clock_.Now();
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     if (queue_.size() >= options_.max_queue) {
@@ -267,6 +271,84 @@ void RedisSharedState::Flush() {
   flushed_cv_.wait(lock, [&] { return done_ >= target; });
 }
 
+// What is left of a trip's OPEN or an override's expiry once it leaves the
+// queue: the breaker counted it from the moment it queued the op, and a
+// write sent late must not end later than that (a replayed OPEN sent after
+// a WAIT on a replica that is gone would otherwise reopen a circuit whose
+// probe is already running elsewhere). False when nothing is left.
+bool RedisSharedState::LeftAfterQueue(Op& op) const {
+  const Duration waited = std::max(clock_.Now() - op.queued_at, Duration::zero());
+  switch (op.kind) {
+    case Op::Kind::kTrip:
+      if (op.open_for <= waited) return false;
+      op.open_for -= waited;
+      return true;
+    case Op::Kind::kOverride: {
+      Duration& left = op.override_.expires_after;
+      if (left == Duration::zero()) return true;  // Until changed.
+      if (left <= waited) return false;
+      left -= waited;
+      return true;
+    }
+    case Op::Kind::kClose:
+    case Op::Kind::kRelease:
+    case Op::Kind::kRefresh:
+      return true;
+  }
+  return true;
+}
+
+// Sends one op on worker_conn_; false when it could not be sent.
+bool RedisSharedState::Send(const Op& op) {
+  switch (op.kind) {
+    case Op::Kind::kTrip: {
+      const Duration open_for = std::clamp(op.open_for, Duration(1), kMaxScriptDuration);
+      const Duration grace = std::min(std::max(open_for, options_.min_grace), kMaxScriptDuration);
+      const bool sent =
+          client_
+              ->RunOn<TripResult>(worker_conn_,
+                                  [&](Connection& c) {
+                                    return scripts_.Trip(c, op.circuit, open_for, grace, op.reason);
+                                  })
+              .has_value();
+      if (!sent) resync_wanted_.store(true);
+      if (sent) OweAck(op.circuit);
+      return sent;
+    }
+    case Op::Kind::kClose: {
+      Result<CloseResult> r = client_->RunOn<CloseResult>(
+          worker_conn_, [&](Connection& c) { return scripts_.Close(c, op.circuit, op.token); });
+      if (r.has_value() && *r != CloseResult::kClosed) {
+        counters_.closes_lost.fetch_add(1, std::memory_order_relaxed);
+      }
+      return r.has_value();
+    }
+    case Op::Kind::kRelease:
+      return client_
+          ->RunOn<bool>(worker_conn_,
+                        [&](Connection& c) { return scripts_.Release(c, op.circuit, op.token); })
+          .has_value();
+    case Op::Kind::kRefresh:
+      // The breaker reads for itself (once: a call may have read already).
+      if (std::shared_ptr<SharedStateListener> l = op.listener.lock()) l->OnSharedRefresh();
+      return true;
+    case Op::Kind::kOverride: {
+      const bool sent = client_
+                            ->RunOn<bool>(worker_conn_,
+                                          [&](Connection& c) -> Result<bool> {
+                                            Status st =
+                                                scripts_.Override(c, op.circuit, op.override_);
+                                            if (!st.ok()) return st;
+                                            return true;
+                                          })
+                            .has_value();
+      if (sent) OweAck(op.circuit);
+      return sent;
+    }
+  }
+  return false;
+}
+
 void RedisSharedState::WorkerLoop() {
   for (;;) {
     Op op;
@@ -277,59 +359,19 @@ void RedisSharedState::WorkerLoop() {
       op = std::move(queue_.front());
       queue_.pop_front();
     }
-    bool sent = false;
-    switch (op.kind) {
-      case Op::Kind::kTrip: {
-        const Duration open_for = std::clamp(op.open_for, Duration(1), kMaxScriptDuration);
-        const Duration grace = std::min(std::max(open_for, options_.min_grace), kMaxScriptDuration);
-        sent = client_
-                   ->RunOn<TripResult>(worker_conn_,
-                                       [&](Connection& c) {
-                                         Result<TripResult> r = scripts_.Trip(
-                                             c, op.circuit, open_for, grace, op.reason);
-                                         if (r.has_value()) AwaitReplicas(c);
-                                         return r;
-                                       })
-                   .has_value();
-        if (!sent) resync_wanted_.store(true);
-        break;
-      }
-      case Op::Kind::kClose: {
-        Result<CloseResult> r = client_->RunOn<CloseResult>(
-            worker_conn_, [&](Connection& c) { return scripts_.Close(c, op.circuit, op.token); });
-        sent = r.has_value();
-        if (sent && *r != CloseResult::kClosed) {
-          counters_.closes_lost.fetch_add(1, std::memory_order_relaxed);
-        }
-        break;
-      }
-      case Op::Kind::kRelease:
-        sent = client_
-                   ->RunOn<bool>(
-                       worker_conn_,
-                       [&](Connection& c) { return scripts_.Release(c, op.circuit, op.token); })
-                   .has_value();
-        break;
-      case Op::Kind::kRefresh:
-        // The breaker reads for itself (once: a call may have read already).
-        if (std::shared_ptr<SharedStateListener> l = op.listener.lock()) l->OnSharedRefresh();
-        sent = true;
-        break;
-      case Op::Kind::kOverride:
-        sent = client_
-                   ->RunOn<bool>(worker_conn_,
-                                 [&](Connection& c) -> Result<bool> {
-                                   if (Status st = scripts_.Override(c, op.circuit, op.override_);
-                                       !st.ok()) {
-                                     return st;
-                                   }
-                                   AwaitReplicas(c);
-                                   return true;
-                                 })
-                   .has_value();
-        break;
+    if (!LeftAfterQueue(op)) {
+      counters_.expired_in_queue.fetch_add(1, std::memory_order_relaxed);
+    } else if (!Send(op)) {
+      counters_.dropped.fetch_add(1, std::memory_order_relaxed);
     }
-    if (!sent) counters_.dropped.fetch_add(1, std::memory_order_relaxed);
+    if (!unacked_.empty()) {
+      bool drained = false;
+      {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        drained = queue_.empty();
+      }
+      if (drained || unacked_.size() >= kMaxUnacked) AwaitReplicas();
+    }
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       ++done_;
@@ -338,49 +380,83 @@ void RedisSharedState::WorkerLoop() {
   }
 }
 
+// A trip or override was written: with wait_replicas, a WAIT is owed on the
+// node that took it (AwaitReplicas()).
+void RedisSharedState::OweAck(std::string_view circuit) {
+  if (options_.connection.wait_replicas == 0) return;
+  unacked_.push_back(scripts_.keyspace().Keys(circuit).open);
+}
+
 // WAIT on the connection that wrote: Redis answers how many replicas have
-// acknowledged every write this connection made, once `wait_replicas` have
-// or when wait_timeout has passed. Only this thread waits: callers queued
-// their trip and went on. The answer, even a short one, is not a failure of
-// Redis (the store's breaker is not told). An I/O error breaks the
-// connection, remade (or counted as failed) by the next command; it and an
-// error reply (a replica, an ACL without WAIT) are shortfalls, warned.
-void RedisSharedState::AwaitReplicas(Connection& conn) {
-  const ConnectionOptions& o = options_.connection;
-  if (o.wait_replicas == 0) return;
-  const auto timeout_ms = std::chrono::ceil<std::chrono::milliseconds>(o.wait_timeout);
-  // The reply comes after up to wait_timeout: the socket's bound must
-  // outlast it, then return to the command timeout.
-  std::string detail;
-  if (Status s = conn.SetCommandTimeout(o.wait_timeout + o.command_timeout); !s.ok()) {
-    detail = std::string(s.message());
-  } else {
-    const std::string replicas = std::to_string(o.wait_replicas);
-    const std::string ms = std::to_string(timeout_ms.count());
-    Result<Reply> r = conn.Command({"WAIT", replicas, ms});
-    if (!conn.broken()) (void)conn.SetCommandTimeout(o.command_timeout);
-    if (!r) {
-      detail = std::string(r.error().message());
-    } else if (!r->is_integer()) {
-      detail = std::string(conn.ErrorReplyStatus("WAIT", *r).message());
-    } else if (r->integer >= o.wait_replicas) {
-      counters_.replica_acks.fetch_add(1, std::memory_order_relaxed);
-      return;
+// acknowledged every write this connection made to that node, once
+// `wait_replicas` have or when wait_timeout has passed. Sent once the queue
+// is drained (or kMaxUnacked ops in), one per node written, so that a burst
+// of trips (a resync replaying every OPEN) costs one WAIT rather than one
+// each, and an op queued behind them waits at most one wait_timeout per
+// node. Only this thread waits: callers queued their trip and went on. The
+// answer, even a short one, is not a failure of Redis (the store's breaker
+// is not told). An I/O error breaks the connection, remade (or counted as
+// failed) by the next command; it and an error reply (a replica, an ACL
+// without WAIT) are shortfalls, warned.
+void RedisSharedState::AwaitReplicas() {
+  struct Owed {
+    std::string server;  // ServerOf() its keys
+    std::string key;     // the first of them: where the WAIT goes
+    std::int64_t ops = 0;
+  };
+  std::vector<Owed> owed;
+  for (std::string& key : std::exchange(unacked_, {})) {
+    std::string server = worker_conn_ != nullptr ? worker_conn_->ServerOf(key) : std::string();
+    auto it =
+        std::find_if(owed.begin(), owed.end(), [&](const Owed& w) { return w.server == server; });
+    if (it == owed.end()) {
+      owed.push_back({std::move(server), std::move(key), 1});
     } else {
-      detail = std::to_string(r->integer) + " of " + replicas + " replicas acknowledged within " +
-               ms + " ms";
+      ++it->ops;
     }
   }
-  counters_.replica_ack_shortfalls.fetch_add(1, std::memory_order_relaxed);
-  ++ack_shortfalls_unsaid_;
-  const TimePoint now = SystemClock().Now();  // A log's rate is a matter of real time.
-  if (ack_warned_at_ != TimePoint{} && now - ack_warned_at_ < kAckWarnEvery) return;
-  ack_warned_at_ = now;
-  o.Warn("redis_replica_ack_short",
-         "redis " + conn.options().Endpoint() +
-             ": a trip or override may be lost in a failover: " + detail + " (" +
-             std::to_string(ack_shortfalls_unsaid_) + " shortfalls since the last warning)");
-  ack_shortfalls_unsaid_ = 0;
+  const ConnectionOptions& o = options_.connection;
+  for (const Owed& w : owed) {
+    std::string detail = WaitForReplicas(w.key);
+    if (detail.empty()) {
+      counters_.replica_acks.fetch_add(w.ops, std::memory_order_relaxed);
+      continue;
+    }
+    counters_.replica_ack_shortfalls.fetch_add(w.ops, std::memory_order_relaxed);
+    ack_shortfalls_unsaid_ += w.ops;
+    const TimePoint now = SystemClock().Now();  // A log's rate is a matter of real time.
+    if (ack_warned_at_ != TimePoint{} && now - ack_warned_at_ < kAckWarnEvery) continue;
+    ack_warned_at_ = now;
+    o.Warn("redis_replica_ack_short",
+           "redis " + (w.server.empty() ? o.Endpoint() : w.server) +
+               ": a trip or override may be lost in a failover: " + detail + " (" +
+               std::to_string(ack_shortfalls_unsaid_) + " shortfalls since the last warning)");
+    ack_shortfalls_unsaid_ = 0;
+  }
+}
+
+// One WAIT where a command with `key` goes: "" when enough replicas
+// acknowledged, else what fell short.
+std::string RedisSharedState::WaitForReplicas(std::string_view key) {
+  const ConnectionOptions& o = options_.connection;
+  if (worker_conn_ == nullptr || worker_conn_->broken())
+    return "the connection broke before the WAIT";
+  // The reply comes after up to wait_timeout: the socket's bound must
+  // outlast it, then return to the command timeout.
+  if (Status s = worker_conn_->SetCommandTimeout(o.wait_timeout + o.command_timeout); !s.ok()) {
+    return std::string(s.message());
+  }
+  const std::string replicas = std::to_string(o.wait_replicas);
+  const std::string ms =
+      std::to_string(std::chrono::ceil<std::chrono::milliseconds>(o.wait_timeout).count());
+  const std::string_view wait[] = {"WAIT", replicas, ms};
+  Result<Reply> r = worker_conn_->CommandBeside(key, wait);
+  if (!worker_conn_->broken()) (void)worker_conn_->SetCommandTimeout(o.command_timeout);
+  if (!r) return std::string(r.error().message());
+  if (!r->is_integer()) return std::string(worker_conn_->ErrorReplyStatus("WAIT", *r).message());
+  if (r->integer >= o.wait_replicas) return "";
+  return std::to_string(r->integer) + " of " + replicas + " replicas acknowledged within " + ms +
+         " ms";
 }
 
 // --- The subscriber ---------------------------------------------------------------
@@ -606,6 +682,7 @@ SharedStateStats RedisSharedState::stats() const {
   s.leases_busy = get(counters_.leases_busy);
   s.dropped = get(counters_.dropped);
   s.closes_lost = get(counters_.closes_lost);
+  s.expired_in_queue = get(counters_.expired_in_queue);
   s.resyncs = get(counters_.resyncs);
   s.auth_failures = get(counters_.auth_failures);
   s.replica_acks = get(counters_.replica_acks);

@@ -63,6 +63,7 @@
 #define FUSEBOX_REDIS_CONNECTION_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <initializer_list>
 #include <memory>
@@ -166,6 +167,15 @@ class Connection {
   // Cluster mode: MOVED and ASK replies followed since Connect(). 0 otherwise.
   std::int64_t cluster_redirects() const;
 
+  // Where a command with `key` goes: in cluster mode the primary that the
+  // slot map says serves the key's slot ("host:port", "" when none does);
+  // otherwise options().Endpoint(). Commands for keys with the same answer
+  // share a connection, so one WAIT there covers them all.
+  std::string ServerOf(std::string_view key) const;
+  // Command(args) for a command without a key (WAIT), sent where a command
+  // with `key` goes (ServerOf()); Command(args) outside cluster mode.
+  Result<Reply> CommandBeside(std::string_view key, std::span<const std::string_view> args);
+
   // The Status for a Redis error reply to `operation` (a command name): the
   // server's text after "redis host:port: operation: ". kUnavailable for
   // errors that mean "not now" (LOADING, BUSY, READONLY after a failover,
@@ -189,7 +199,9 @@ class Connection {
   // Sends `commands` (keyed ones sharing a slot) where their slot is served,
   // following redirects; keyless ones here (WAIT: where the last keyed
   // command went).
-  Result<std::vector<Reply>> Route(std::span<const std::vector<std::string_view>> commands);
+  // `beside`, when set, is the slot keyless commands go to instead.
+  Result<std::vector<Reply>> Route(std::span<const std::vector<std::string_view>> commands,
+                                   std::optional<std::uint16_t> beside = std::nullopt);
   // `commands` on `node` (this connection or another node's), with ASKING
   // before each when `asking`.
   Result<std::vector<Reply>> SendTo(Connection& node,

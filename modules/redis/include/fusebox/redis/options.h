@@ -152,14 +152,16 @@ struct ConnectionOptions {
   // Durability of the fleet's writes across a failover (RedisSharedState;
   // the snapshot store, a cache, ignores it). A trip or override acknowledged
   // by the primary alone is lost if the primary dies before replicating it.
-  // With wait_replicas > 0, after each trip or override is written the
-  // store's background thread sends `WAIT wait_replicas wait_timeout` on the
-  // same connection and counts whether that many replicas acknowledged it
-  // (SharedStateStats::replica_acks, replica_ack_shortfalls; a shortfall is
-  // also warned through Warn("redis_replica_ack_short"), at most once per
-  // 10 s). The caller who tripped never waits for it; the store's thread
-  // does, one round trip per trip or override, and up to wait_timeout while
-  // replicas lag: trips queued behind it reach Redis that much later. WAIT
+  // With wait_replicas > 0, once the trips and overrides queued are written
+  // (the queue drained, or 64 of them sent) the store's background thread
+  // sends `WAIT wait_replicas wait_timeout` on the same connection, once per
+  // node written, and counts whether that many replicas acknowledged them
+  // (SharedStateStats::replica_acks, replica_ack_shortfalls, per op; a
+  // shortfall is also warned through Warn("redis_replica_ack_short"), at
+  // most once per 10 s). The caller who tripped never waits for it; the
+  // store's thread does, one round trip per burst and node, and up to
+  // wait_timeout while replicas lag: ops queued meanwhile reach Redis that
+  // much later (with what is left of their time: expired_in_queue). WAIT
   // does not make Redis strongly consistent: a failover may still promote a
   // replica that was not among those that acknowledged (docs/distributed.md).
   // 0..kMaxWaitReplicas; 0: no WAIT is sent. Default: 0.

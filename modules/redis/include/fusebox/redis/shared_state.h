@@ -157,6 +157,10 @@ struct SharedStateStats {
   std::int64_t dropped = 0;
   // Close() answers that found the lease lost (expired or fenced).
   std::int64_t closes_lost = 0;
+  // Trips and overrides whose time ran out while they waited in the queue
+  // (behind a WAIT, a reconnect): not sent, for they would end later than
+  // the breaker that queued them meant.
+  std::int64_t expired_in_queue = 0;
   // Resyncs of every breaker (subscriber reconnected, or trips replayed).
   std::int64_t resyncs = 0;
   // Subscriber connects refused for their credentials.
@@ -281,6 +285,9 @@ class RedisSharedState final : public SharedState {
     SharedOverride override_{};
     // kRefresh: who wants the view.
     std::weak_ptr<SharedStateListener> listener{};
+    // On clock_, set by Enqueue(): a trip's open_for and an override's
+    // expiry count from here, not from when the worker sends them.
+    TimePoint queued_at{};
   };
   using Listeners = std::vector<std::shared_ptr<SharedStateListener>>;
 
@@ -288,6 +295,9 @@ class RedisSharedState final : public SharedState {
                    std::unique_ptr<internal::GuardedClient> client);
 
   void Enqueue(Op op);
+  // WorkerLoop() only.
+  bool LeftAfterQueue(Op& op) const;
+  bool Send(const Op& op);
   void WorkerLoop();
   void SubscriberLoop();
   Status SubscriberConnect();
@@ -300,9 +310,12 @@ class RedisSharedState final : public SharedState {
   Status Heartbeat();
   void Deliver(const PubSubMessage& message);
   void ResyncAll(std::string_view why);
-  // After a trip or override written on `conn` (worker thread only): WAIT
-  // for connection.wait_replicas replicas, counted; nothing when it is 0.
-  void AwaitReplicas(Connection& conn);
+  // Worker thread only, with connection.wait_replicas > 0: one WAIT on each
+  // node that the trips and overrides sent since the last (unacked_) were
+  // written to, counted per op; nothing when none was sent.
+  void AwaitReplicas();
+  void OweAck(std::string_view circuit);
+  std::string WaitForReplicas(std::string_view key);
   // Sentinel mode: reads the sentinel's announcements and moves to the
   // primary named (subscriber thread only).
   void FollowSentinels();
@@ -342,11 +355,13 @@ class RedisSharedState final : public SharedState {
 
   struct Counters {
     std::atomic<std::int64_t> pings{0}, subscribes{0}, events{0}, leases_granted{0}, leases_busy{0},
-        dropped{0}, closes_lost{0}, resyncs{0}, auth_failures{0}, failovers{0}, replica_acks{0},
-        replica_ack_shortfalls{0};
+        dropped{0}, closes_lost{0}, expired_in_queue{0}, resyncs{0}, auth_failures{0}, failovers{0},
+        replica_acks{0}, replica_ack_shortfalls{0};
   };
-  // WorkerLoop() only: when AwaitReplicas() last warned, and the shortfalls
-  // since (said in the next warning).
+  // WorkerLoop() only: a key of each trip and override written since the
+  // last AwaitReplicas() (where its WAIT goes); when AwaitReplicas() last
+  // warned, and the shortfalls since (said in the next warning).
+  std::vector<std::string> unacked_;
   TimePoint ack_warned_at_{};
   std::int64_t ack_shortfalls_unsaid_ = 0;
   // When the subscriber last proved that pushes arrive (a subscribe, a

@@ -219,6 +219,10 @@ struct alignas(64) CircuitBreaker::Core {
   bool shared_stale FUSEBOX_GUARDED_BY(mu) = false;
   // The fleet's probe lease, while this breaker holds it (HALF_OPEN only).
   std::string lease_token FUSEBOX_GUARDED_BY(mu);
+  // OPEN's own wait is over and another instance probes: the deadline is
+  // when to ask the fleet again, not an OPEN to replay at a resync (that
+  // would fence the probe). Cleared by any transition or extension.
+  bool awaiting_fleet_probe FUSEBOX_GUARDED_BY(mu) = false;
   std::vector<SharedAction> shared_pending FUSEBOX_GUARDED_BY(mu);
 
   // --- Atomics read without the lock, each with its protocol. ---

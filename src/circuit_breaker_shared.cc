@@ -178,6 +178,7 @@ void CircuitBreaker::Core::ApplyLeaseLocked(ProbeLease& lease, TimePoint now) {
           std::clamp(lease.remaining, Duration(1), Duration(std::chrono::seconds(1)));
       cb.deadline_ns_.store(cb_internal::AddSaturated(now, recheck).time_since_epoch().count(),
                             std::memory_order_relaxed);
+      awaiting_fleet_probe = true;
       return;
     }
   }
@@ -295,8 +296,9 @@ void CircuitBreaker::Core::OnSharedResync() {
     internal::SpinMutexLock lock(&mu);
     shared_stale = true;
     // Replays a local OPEN the fleet may have missed; Trip() never shortens
-    // a longer one.
-    if (StateOf(cb.word_.load(std::memory_order_relaxed)) == State::kOpen) {
+    // a longer one. Not the wait for another instance's probe.
+    if (StateOf(cb.word_.load(std::memory_order_relaxed)) == State::kOpen &&
+        !awaiting_fleet_probe) {
       const TimePoint until(Duration(cb.deadline_ns_.load(std::memory_order_relaxed)));
       const TimePoint now = cb.clock_.Now();
       if (until > now) {

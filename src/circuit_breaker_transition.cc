@@ -44,6 +44,7 @@ void CircuitBreaker::Core::TransitionLocked(State to, TransitionReason reason, T
   // PublishLocked() applies them): the failure that tripped the window is
   // the last one in it, as it is in every order of the calls.
   hold_deferred_failures = true;
+  awaiting_fleet_probe = false;
   CircuitBreakerMetrics counts;
   if (listening) counts = MetricsLocked(second);
 
@@ -180,6 +181,7 @@ void CircuitBreaker::Core::ExtendOpenLocked(TimePoint now, Duration open_for, bo
   const TimePoint current(Duration(cb.deadline_ns_.load(std::memory_order_relaxed)));
   if (until <= current) return;
   cb.deadline_ns_.store(until.time_since_epoch().count(), std::memory_order_relaxed);
+  awaiting_fleet_probe = false;  // An OPEN again.
   if (shared && share) {
     QueueSharedLocked({SharedAction::Kind::kTrip,
                        open_for,

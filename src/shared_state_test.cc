@@ -433,6 +433,33 @@ TEST_F(SharedStateTest, AfterAReconnectALocalOpenIsReplayedAndOthersReRead) {
   EXPECT_EQ(fleet_->trip_reason(kCircuit), "replay");
 }
 
+// An instance that waits for another's probe holds an OPEN only in the
+// sense that it asks again later: a reconnect meanwhile must not replay that
+// wait as a trip, which would fence the probe and keep the fleet OPEN.
+TEST_F(SharedStateTest, AResyncWhileAnotherInstanceProbesLeavesTheProbeAlone) {
+  auto a = Instance();
+  auto b = Instance();
+  Trip(*a);
+  clock_.Advance(seconds(30) + std::chrono::nanoseconds(1));
+  auto probe = a->TryAcquire();
+  ASSERT_TRUE(probe.has_value());
+  EXPECT_FALSE(b->TryAcquire().has_value()) << "a probes: b waits";
+  fleet_->Resync();
+  probe->Success(milliseconds(5));
+  EXPECT_EQ(b->state(), State::kClosed);
+  EXPECT_EQ(fleet_->counters().closes, 1);
+  EXPECT_EQ(fleet_->counters().closes_lost, 0);
+  // The wait ended with it: an OPEN of b's own the fleet missed is replayed.
+  fleet_->SetAvailable(false);
+  Trip(*b);
+  fleet_->SetAvailable(true);
+  fleet_->Resync();
+  auto view = fleet_->Read(kCircuit);
+  ASSERT_TRUE(view.has_value());
+  EXPECT_EQ(view->kind, SharedCircuitView::Kind::kOpen);
+  EXPECT_EQ(fleet_->trip_reason(kCircuit), "replay");
+}
+
 TEST_F(SharedStateTest, AnInstanceThatMissedATripLearnsItAfterTheReconnect) {
   auto a = Instance();
   auto b = Instance();

@@ -358,6 +358,14 @@ Result<std::int64_t> RedisServer::KillPubSubClients() {
   return r->integer;
 }
 
+Result<std::int64_t> RedisServer::KillNormalClients() {
+  // SKIPME yes (the default): the harness' connection stays.
+  Result<Reply> r = Admin({"CLIENT", "KILL", "TYPE", "normal"});
+  if (!r) return std::move(r).error();
+  if (!r->is_integer()) return Status::Internal("CLIENT KILL: " + r->ToString());
+  return r->integer;
+}
+
 Result<std::map<std::string, std::int64_t>> RedisServer::CommandCalls() {
   Result<Reply> r = Admin({"INFO", "commandstats"});
   if (!r) return std::move(r).error();

@@ -122,6 +122,10 @@ class RedisServer {
   // CLIENT KILL TYPE pubsub: drops every subscriber connection. Returns how
   // many were killed.
   Result<std::int64_t> KillPubSubClients();
+  // CLIENT KILL TYPE normal: drops every command connection but the
+  // harness' own, as the server's idle `timeout` would. Returns how many
+  // were killed.
+  Result<std::int64_t> KillNormalClients();
   // INFO commandstats as command -> calls ("evalsha" -> 3). Commands never
   // called are absent.
   Result<std::map<std::string, std::int64_t>> CommandCalls();

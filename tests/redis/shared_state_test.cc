@@ -540,6 +540,7 @@ TEST_F(RedisSharedStateTest, AnOpOutlivedByItsQueueWaitIsSentWithWhatIsLeftOrNot
   EXPECT_GT(Pttl(*raw_, keys(forced).overrides), 39'000);
   EXPECT_LE(Pttl(*raw_, keys(forced).overrides), 40'000);
   EXPECT_EQ(a->stats().expired_in_queue, 2);
+  EXPECT_EQ(a->health().expired_in_queue, 2);
   EXPECT_EQ(a->stats().dropped, 0);
 }
 
@@ -574,6 +575,44 @@ TEST_F(RedisSharedStateTest, ABurstOfTripsSharesOneWait) {
   ASSERT_TRUE(calls.has_value()) << calls.error();
   EXPECT_EQ((*calls)["wait"], 2);
   EXPECT_EQ(a->stats().replica_ack_shortfalls, 7);
+}
+
+// The server dropped the store's idle worker connection (its `timeout`,
+// CLIENT KILL, a restart): the next op fails on it without an answer and is
+// sent again on a new connection rather than dropped. A command that timed
+// out is not sent again (the server may still run it).
+TEST_F(RedisSharedStateTest, AnOpOnAConnectionTheServerDroppedIsSentOnANewOne) {
+  auto a = Store();
+  ASSERT_NE(a, nullptr);
+  const std::string first = std::string(kCircuit) + ":first";
+  a->Trip(first, seconds(60), "warm");  // the worker connects
+  a->Flush();
+  const auto keys = [&](const std::string& c) { return scripts_.keyspace().Keys(c); };
+  ASSERT_GT(Pttl(*raw_, keys(first).open), 0);
+  Result<std::int64_t> killed = server_->KillNormalClients();
+  ASSERT_TRUE(killed.has_value()) << killed.error();
+  ASSERT_GE(*killed, 2) << "the worker's and the test's own connection";
+  auto conn = server_->Connect();
+  ASSERT_TRUE(conn.has_value()) << conn.error();
+  raw_ = std::move(*conn);
+
+  a->Trip(kCircuit, seconds(60), "after the kill");
+  a->PublishOverride(first, {SharedOverride::Kind::kForcedOpen, seconds(60), "r", "ops"});
+  a->Flush();
+  EXPECT_GT(Pttl(*raw_, keys(std::string(kCircuit)).open), 0)
+      << "the trip was lost with the connection";
+  EXPECT_GT(Pttl(*raw_, keys(first).overrides), 0);
+  EXPECT_EQ(a->stats().resent, 1) << "only the first op met the dropped connection";
+  EXPECT_EQ(a->stats().dropped, 0);
+  EXPECT_EQ(a->health().resent, 1) << "what the gateway's metrics read";
+
+  // A stopped (not closed) server: the trip times out and is not resent.
+  ASSERT_TRUE(server_->Suspend().ok());
+  a->Trip(std::string(kCircuit) + ":slow", seconds(60), "suspended");
+  a->Flush();
+  ASSERT_TRUE(server_->Resume().ok());
+  EXPECT_EQ(a->stats().resent, 1);
+  EXPECT_EQ(a->stats().dropped, 1);
 }
 
 TEST_F(RedisSharedStateTest, AScriptCacheFlushCostsOneEvalAndNothingFails) {

@@ -121,7 +121,15 @@ Status Connection::BrokenStatus(std::string_view operation) const {
 Status Connection::Break(std::string_view operation, std::string_view detail) {
   Drop();
   broken_reason_ = std::string(operation) + ": " + std::string(detail);
+  broken_by_timeout_ = false;
   return Error(StatusCode::kUnavailable, operation, detail);
+}
+
+Status Connection::BreakAfterIo(std::string_view operation, const Status& io_error) {
+  const bool ran_out = transport_->timed_out();
+  Status s = Break(operation, io_error.message());
+  broken_by_timeout_ = ran_out;
+  return s;
 }
 
 Status Connection::Open() {
@@ -283,7 +291,7 @@ Result<std::optional<Reply>> Connection::BufferedReply(std::string_view operatio
 Result<Reply> Connection::GetReply(std::string_view operation) {
   if (!out_.empty()) {
     if (Status s = transport_->WriteAll(out_, io_timeout_); !s.ok()) {
-      return Break(operation, s.message());
+      return BreakAfterIo(operation, s);
     }
     out_.clear();
   }
@@ -293,7 +301,7 @@ Result<Reply> Connection::GetReply(std::string_view operation) {
     if (!r) return std::move(r).error();
     if (r->has_value()) return std::move(**r);
     Result<std::size_t> n = transport_->Read(buf, sizeof buf, io_timeout_);
-    if (!n) return Break(operation, n.error().message());
+    if (!n) return BreakAfterIo(operation, n.error());
     if (redisReaderFeed(reader_, buf, *n) != REDIS_OK) return Break(operation, "out of memory");
   }
 }

@@ -127,7 +127,10 @@ Result<std::vector<Reply>> Connection::SendTo(
   if (!r) {
     // A failed node breaks the whole connection: the next Reconnect() reads
     // the map afresh.
-    if (&node != this) (void)Break("pipeline", r.error().message());
+    if (&node != this) {
+      (void)Break("pipeline", r.error().message());
+      broken_by_timeout_ = node.broken_by_timeout_;
+    }
     return r;
   }
   if (!asking) return r;

@@ -298,50 +298,62 @@ bool RedisSharedState::LeftAfterQueue(Op& op) const {
   return true;
 }
 
+// A connection idle since the last op may have been closed by the server
+// meanwhile: its idle `timeout`, CLIENT KILL, a restart, a demoted primary.
+// The first command on it fails with no answer and breaks it; the op is then
+// run once more on a new connection rather than dropped (and the OPEN or
+// close it carried lost until a resync). Every op here is safe to run twice:
+// a trip extends the same OPEN, an override sets the same value, a release
+// and a close are fenced by their token (a close run twice is counted in
+// closes_lost, the lease being gone). Not after a timeout: the server may be
+// running the first one, and a second would cost the worker another wait.
+template <typename T, typename F>
+Result<T> RedisSharedState::RunOnWorker(F&& fn) {
+  const bool worked = worker_conn_ != nullptr && !worker_conn_->broken();
+  Result<T> r = client_->RunOn<T>(worker_conn_, fn);
+  if (r.has_value() || !worked || worker_conn_ == nullptr || !worker_conn_->broken() ||
+      worker_conn_->broken_by_timeout()) {
+    return r;
+  }
+  counters_.resent.fetch_add(1, std::memory_order_relaxed);
+  return client_->RunOn<T>(worker_conn_, fn);
+}
+
 // Sends one op on worker_conn_; false when it could not be sent.
 bool RedisSharedState::Send(const Op& op) {
   switch (op.kind) {
     case Op::Kind::kTrip: {
       const Duration open_for = std::clamp(op.open_for, Duration(1), kMaxScriptDuration);
       const Duration grace = std::min(std::max(open_for, options_.min_grace), kMaxScriptDuration);
-      const bool sent =
-          client_
-              ->RunOn<TripResult>(worker_conn_,
-                                  [&](Connection& c) {
-                                    return scripts_.Trip(c, op.circuit, open_for, grace, op.reason);
-                                  })
-              .has_value();
+      const bool sent = RunOnWorker<TripResult>([&](Connection& c) {
+                          return scripts_.Trip(c, op.circuit, open_for, grace, op.reason);
+                        }).has_value();
       if (!sent) resync_wanted_.store(true);
       if (sent) OweAck(op.circuit);
       return sent;
     }
     case Op::Kind::kClose: {
-      Result<CloseResult> r = client_->RunOn<CloseResult>(
-          worker_conn_, [&](Connection& c) { return scripts_.Close(c, op.circuit, op.token); });
+      Result<CloseResult> r = RunOnWorker<CloseResult>(
+          [&](Connection& c) { return scripts_.Close(c, op.circuit, op.token); });
       if (r.has_value() && *r != CloseResult::kClosed) {
         counters_.closes_lost.fetch_add(1, std::memory_order_relaxed);
       }
       return r.has_value();
     }
     case Op::Kind::kRelease:
-      return client_
-          ->RunOn<bool>(worker_conn_,
-                        [&](Connection& c) { return scripts_.Release(c, op.circuit, op.token); })
+      return RunOnWorker<bool>(
+                 [&](Connection& c) { return scripts_.Release(c, op.circuit, op.token); })
           .has_value();
     case Op::Kind::kRefresh:
       // The breaker reads for itself (once: a call may have read already).
       if (std::shared_ptr<SharedStateListener> l = op.listener.lock()) l->OnSharedRefresh();
       return true;
     case Op::Kind::kOverride: {
-      const bool sent = client_
-                            ->RunOn<bool>(worker_conn_,
-                                          [&](Connection& c) -> Result<bool> {
-                                            Status st =
-                                                scripts_.Override(c, op.circuit, op.override_);
-                                            if (!st.ok()) return st;
-                                            return true;
-                                          })
-                            .has_value();
+      const bool sent = RunOnWorker<bool>([&](Connection& c) -> Result<bool> {
+                          Status st = scripts_.Override(c, op.circuit, op.override_);
+                          if (!st.ok()) return st;
+                          return true;
+                        }).has_value();
       if (sent) OweAck(op.circuit);
       return sent;
     }
@@ -657,6 +669,9 @@ SharedStateHealth RedisSharedState::health() const {
   h.lease_contention = s.leases_busy;
   h.events = s.events;
   h.dropped = s.dropped;
+  h.expired_in_queue = s.expired_in_queue;
+  h.resent = s.resent;
+  h.closes_lost = s.closes_lost;
   h.resyncs = s.resyncs;
   h.replica_acks = s.replica_acks;
   h.replica_ack_shortfalls = s.replica_ack_shortfalls;
@@ -681,6 +696,7 @@ SharedStateStats RedisSharedState::stats() const {
   s.leases_granted = get(counters_.leases_granted);
   s.leases_busy = get(counters_.leases_busy);
   s.dropped = get(counters_.dropped);
+  s.resent = get(counters_.resent);
   s.closes_lost = get(counters_.closes_lost);
   s.expired_in_queue = get(counters_.expired_in_queue);
   s.resyncs = get(counters_.resyncs);

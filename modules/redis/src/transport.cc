@@ -189,7 +189,7 @@ class PlainTransport final : public Transport {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         const int ready = WaitFor(fd_, POLLOUT, timeout);
-        if (ready == 0) return TimedOut(timeout);
+        if (ready == 0) return RanOut(timeout);
         if (ready < 0) return Errno("poll: ", errno);
         continue;
       }
@@ -206,7 +206,7 @@ class PlainTransport final : public Transport {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) return Errno("read: ", errno);
       const int ready = WaitFor(fd_, POLLIN, timeout);
-      if (ready == 0) return TimedOut(timeout);
+      if (ready == 0) return RanOut(timeout);
       if (ready < 0) return Errno("poll: ", errno);
     }
   }
@@ -382,10 +382,11 @@ class TlsTransport final : public Transport {
     if (events != 0) {
       const int ready = WaitFor(fd_, events, timeout);
       if (ready == 0 && stage == "TLS handshake") {
+        timed_out_ = true;
         return Unavailable("TLS handshake: timed out after " + MsText(timeout) +
                            " (is this a TLS port?)");
       }
-      if (ready == 0) return TimedOut(timeout);
+      if (ready == 0) return RanOut(timeout);
       if (ready < 0) return Errno("poll: ", errno);
       return Status();
     }
@@ -497,6 +498,11 @@ Result<std::unique_ptr<Transport>> ConnectTls(int fd, const ConnectionOptions& o
 bool Transport::WaitReadable(Duration timeout) const {
   if (HasBuffered()) return true;
   return WaitFor(fd_, POLLIN, timeout) != 0;
+}
+
+Status Transport::RanOut(Duration timeout) {
+  timed_out_ = true;
+  return TimedOut(timeout);
 }
 
 void Transport::CloseFd() {

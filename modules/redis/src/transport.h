@@ -57,13 +57,20 @@ class Transport {
   bool WaitReadable(Duration timeout) const;
 
   int fd() const { return fd_; }
+  // True once a wait for the server ran out (rather than the server closing
+  // the connection or an I/O error): whether a command may have been slow
+  // rather than lost.
+  bool timed_out() const { return timed_out_; }
 
  protected:
   explicit Transport(int fd) : fd_(fd) {}
   // Closes the socket.
   void CloseFd();
+  // The timeout's status, remembered by timed_out().
+  Status RanOut(Duration timeout);
 
   int fd_;
+  bool timed_out_ = false;
 };
 
 }  // namespace fusebox::redis::internal

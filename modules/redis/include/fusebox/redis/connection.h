@@ -112,6 +112,10 @@ class Connection {
 
   // True after an I/O error or timeout, until Reconnect() succeeds.
   bool broken() const { return transport_ == nullptr; }
+  // True when broken because a wait for the server ran out: the server may
+  // still run what was sent. False when it closed the connection (restart,
+  // CLIENT KILL, an idle timeout, a demoted primary), or on another error.
+  bool broken_by_timeout() const { return broken() && broken_by_timeout_; }
 
   // Bounds each later wait for the socket by `timeout` (> 0) instead of
   // options().command_timeout, until called again: how a caller's deadline
@@ -216,6 +220,9 @@ class Connection {
   Result<std::vector<Reply>> PipelineHere(std::span<const std::vector<std::string_view>> commands);
   // Breaks the connection on a READONLY reply in Sentinel mode.
   void BreakIfDemoted(std::string_view operation, const Reply& reply);
+  // Break() after the transport failed with `io_error`, remembering whether
+  // it timed out.
+  Status BreakAfterIo(std::string_view operation, const Status& io_error);
   // Marks the connection broken (drops the socket) and returns the
   // kUnavailable status saying why.
   Status Break(std::string_view operation, std::string_view detail);
@@ -237,6 +244,7 @@ class Connection {
   redisReader* reader_ = nullptr;                   // Owned; null when broken.
   std::string out_;                                 // Encoded commands not sent yet.
   std::string broken_reason_;                       // Why transport_ is null.
+  bool broken_by_timeout_ = false;                  // broken_reason_ is a timeout.
   Duration io_timeout_{};                           // Bounds each wait for the socket.
   std::size_t pending_ = 0;
   std::size_t preferred_sentinel_ = 0;  // Asked first by the next Open().

@@ -155,6 +155,12 @@ struct SharedStateStats {
   std::int64_t leases_busy = 0;
   // Trips, closes, releases dropped (queue full, or Redis unavailable).
   std::int64_t dropped = 0;
+  // Trips, closes, releases and overrides sent a second time, on a new
+  // connection, because the server had dropped the one they were sent on
+  // (a restart, CLIENT KILL, its idle `timeout`, a failover) and the first
+  // try failed before an answer. Never after a timeout: the server may be
+  // running the first one.
+  std::int64_t resent = 0;
   // Close() answers that found the lease lost (expired or fenced).
   std::int64_t closes_lost = 0;
   // Trips and overrides whose time ran out while they waited in the queue
@@ -298,6 +304,10 @@ class RedisSharedState final : public SharedState {
   // WorkerLoop() only.
   bool LeftAfterQueue(Op& op) const;
   bool Send(const Op& op);
+  // client_->RunOn() on worker_conn_, run once more on a new connection when
+  // the server dropped one that had worked (WorkerLoop() only).
+  template <typename T, typename F>
+  Result<T> RunOnWorker(F&& fn);
   void WorkerLoop();
   void SubscriberLoop();
   Status SubscriberConnect();
@@ -356,7 +366,7 @@ class RedisSharedState final : public SharedState {
   struct Counters {
     std::atomic<std::int64_t> pings{0}, subscribes{0}, events{0}, leases_granted{0}, leases_busy{0},
         dropped{0}, closes_lost{0}, expired_in_queue{0}, resyncs{0}, auth_failures{0}, failovers{0},
-        replica_acks{0}, replica_ack_shortfalls{0};
+        replica_acks{0}, replica_ack_shortfalls{0}, resent{0};
   };
   // WorkerLoop() only: a key of each trip and override written since the
   // last AwaitReplicas() (where its WAIT goes); when AwaitReplicas() last

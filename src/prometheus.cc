@@ -873,6 +873,12 @@ void WriteSharedStates(Writer& w, const std::vector<SharedStateSample>& states) 
       {"shared_state_events_total", "Changes pushed to this instance", &SharedStateHealth::events},
       {"shared_state_dropped_total", "Trips, closes, releases or overrides that could not be sent",
        &SharedStateHealth::dropped},
+      {"shared_state_expired_in_queue_total", "Trips and overrides whose time ran out while queued",
+       &SharedStateHealth::expired_in_queue},
+      {"shared_state_resent_total", "Ops sent again after the backend dropped their connection",
+       &SharedStateHealth::resent},
+      {"shared_state_closes_lost_total", "Probe closes that found their lease lost",
+       &SharedStateHealth::closes_lost},
       {"shared_state_resyncs_total",
        "Times every breaker re-read the fleet (pushes may have been missed)",
        &SharedStateHealth::resyncs},
@@ -884,12 +890,8 @@ void WriteSharedStates(Writer& w, const std::vector<SharedStateSample>& states) 
        &SharedStateHealth::replica_ack_shortfalls},
   };
   for (const Family& f : kFamilies) {
-    w.Header(f.name, "counter", f.help);
-    for (const SharedStateSample& s : states) {
-      w.Open(f.name);
-      w.Label("name", s.name, true);
-      w.Close(static_cast<std::uint64_t>(s.health.*f.field));
-    }
+    WriteCounter(w, states, f.name, f.help,
+                 [&](const SharedStateSample& s) { return s.health.*f.field; });
   }
   w.Header("shared_state_staleness_seconds", "gauge",
            "How long ago the shared state last proved that its pushes arrive");

@@ -175,6 +175,12 @@ export interface FleetHealth {
   leasesGranted: number;
   leasesBusy: number;
   dropped: number;
+  /** Trips and overrides not sent: their time ran out while they waited in the store's queue. */
+  expiredInQueue: number;
+  /** Ops sent again on a new connection after Redis dropped the one they were sent on. */
+  resent: number;
+  /** Probe closes that found the lease lost (expired, or fenced by a trip elsewhere). */
+  closesLost: number;
   resyncs: number;
   authFailures: number;
   /** Sentinel URLs: primaries followed, the first one included. 0 otherwise. */

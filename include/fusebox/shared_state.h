@@ -88,6 +88,14 @@ struct SharedStateHealth {
   std::int64_t events = 0;
   // Trips, closes, releases or overrides that could not be sent.
   std::int64_t dropped = 0;
+  // Trips and overrides not sent because their time ran out while they
+  // waited to be (a late OPEN must not outlast the one the breaker meant).
+  std::int64_t expired_in_queue = 0;
+  // Ops sent a second time on a new connection because the backend had
+  // dropped the one they were first sent on.
+  std::int64_t resent = 0;
+  // Probe closes that found the lease lost (expired, or fenced by a trip).
+  std::int64_t closes_lost = 0;
   // How long ago the store last proved that its pushes arrive (a message, or
   // an answer to its heartbeat): at most about heartbeat + command timeout
   // while healthy, growing while not. Zero for a store that pushes as it

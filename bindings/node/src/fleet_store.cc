@@ -129,6 +129,9 @@ Napi::Object FleetHealthObject(Napi::Env env, const redis::RedisSharedState& sto
   n("leasesGranted", s.leases_granted);
   n("leasesBusy", s.leases_busy);
   n("dropped", s.dropped);
+  n("expiredInQueue", s.expired_in_queue);
+  n("resent", s.resent);
+  n("closesLost", s.closes_lost);
   n("resyncs", s.resyncs);
   n("authFailures", s.auth_failures);
   n("failovers", s.failovers);

@@ -188,6 +188,10 @@ test('the steady state sends no Redis command per call', T, async (t) => {
   // At most one read per resync (a reconnect under load), never one per call.
   assert.ok(after.commands - before.commands <= after.resyncs - before.resyncs,
             `${after.commands - before.commands} commands for 2000 calls`);
+  // Nothing queued ran out, was resent or lost its lease.
+  for (const k of ['dropped', 'expiredInQueue', 'resent', 'closesLost']) {
+    assert.equal(after[k], 0, k);
+  }
 });
 
 test('fleetHealth() counts failovers, and with ?wait_replicas=1 trips a replica acknowledged or fell short of', T, async (t) => {

@@ -169,14 +169,12 @@ void Breakers(benchmark::State& state, const std::vector<int>& ids) {
   const std::size_t n = circuits.size();
   std::size_t i = 0;
   std::int64_t failed = 0;
+  Clock& clock = registry.clock();
   for (auto _ : state) {
-    std::variant<internal::ProviderPermits, ProviderError> admitted = internal::Admit(
-        *circuits[i].transient, *circuits[i].quota, registry.clock(), registry.clock().CoarseNow());
-    if (auto* permits = std::get_if<internal::ProviderPermits>(&admitted)) {
-      permits->Finish(nullptr);
-    } else {
-      ++failed;
-    }
+    // What RunProviderCall does once it has found both circuits.
+    ProviderResult<int> r = internal::RunOnCircuits(*circuits[i].transient, *circuits[i].quota,
+                                                    clock, clock.CoarseNow(), Succeed);
+    if (!r.has_value()) ++failed;
     if (++i == n) i = 0;
   }
   if (failed != 0) state.SkipWithError("a call was refused: the circuits must stay closed");

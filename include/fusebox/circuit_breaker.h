@@ -564,6 +564,14 @@ class CircuitBreaker {
   // never returns nullopt. In CLOSED it costs what TryAcquire() costs.
   std::optional<Result<Permit>> TryAcquireWithoutBlocking() noexcept;
 
+  // TryAcquire()'s permit when the state word alone grants it (CLOSED, and
+  // nothing to re-read from a shared state); otherwise nullopt, with nothing
+  // recorded or changed, and the caller goes on with TryReject() and
+  // TryAcquire(). For a caller that asks several breakers per call (seed
+  // 000's two circuits): the common case without building a refusal. A
+  // CLOSED permit holds nothing, so dropping it unrecorded leaves no trace.
+  std::optional<Permit> TryAcquireIfClosed() noexcept;
+
   // Runs `fn` under a permit, times it, records its outcome and returns what
   // it returned: a Result<R> for a value R, the Status or Result<U> it returned
   // itself (non-OK counts as a failure), or a Status for void. Rejections come
@@ -766,6 +774,15 @@ inline std::optional<Result<Permit>> CircuitBreaker::TryAcquireWithoutBlocking()
   Result<Permit> r = TryAcquireGeneral(word, &would_block);
   if (would_block) return std::nullopt;
   return r;
+}
+
+inline std::optional<Permit> CircuitBreaker::TryAcquireIfClosed() noexcept {
+  // TryAcquire()'s fast path, and its memory order.
+  const std::uint64_t word = word_.load(std::memory_order_acquire);
+  if ((word & (internal::kStateMask | internal::kSharedStaleBit)) == 0) [[likely]] {
+    return Permit(this, EpochOf(word), /*half_open_slot=*/false);
+  }
+  return std::nullopt;
 }
 
 inline std::optional<Status> CircuitBreaker::TryReject() noexcept {

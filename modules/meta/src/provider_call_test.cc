@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "fusebox/stale_cache.h"
+#include "fusebox/testing/in_process_shared_state.h"
 #include "fusebox/testing/manual_clock.h"
 
 namespace fusebox::meta {
@@ -352,6 +353,48 @@ TEST_F(ProviderCallTest, CustomTemplatesAreKept) {
   EXPECT_EQ(registry_->Find(key_ + ":transient")->config().wait_duration_in_open_state,
             seconds(30));
   ASSERT_TRUE(AddProviderCircuitConfigs(*registry_).ok());
+}
+
+// A circuit that must read the fleet before it admits (a new one, or one told
+// to re-read after its store reconnected) is not admitted from its CLOSED
+// state alone, on RunProviderCall's inline path for two CLOSED circuits too.
+TEST_F(ProviderCallTest, ACircuitThatMustReadTheFleetIsNotAdmittedOnItsLocalStateAlone) {
+  auto fleet = std::make_shared<fusebox::testing::InProcessSharedState>(clock_);
+  const auto join = [&](Registry& r) {
+    CircuitBreakerConfig transient = TransientCircuitConfig();
+    CircuitBreakerConfig quota = QuotaCircuitConfig();
+    transient.shared_state = fleet;
+    quota.shared_state = fleet;
+    ASSERT_TRUE(r.AddConfig(std::string(kTransientConfigName), transient).ok());
+    ASSERT_TRUE(r.AddConfig(std::string(kQuotaConfigName), quota).ok());
+  };
+  join(*registry_);
+  RegistryOptions o;
+  o.clock = &clock_;
+  std::unique_ptr<Registry> other = std::move(*Registry::Create(std::move(o)));
+  join(*other);
+  int other_calls = 0;
+  const auto call_other = [&] {
+    return RunProviderCall(*other, key_, [&]() -> ProviderResult<std::string> {
+      ++other_calls;
+      return std::string("ok");
+    });
+  };
+  ASSERT_TRUE(Call(std::string("x")).has_value());
+  ASSERT_TRUE(call_other().has_value());  // both instances hold the key's circuits, CLOSED
+  // This instance is rate-limited while the fleet's pushes are down: the
+  // other has not heard, and its circuits are still CLOSED.
+  fleet->SetPushes(false);
+  (void)Call(Err(ConnCode::kConn008RateLimit, 429, seconds(90)));
+  ASSERT_EQ(StateOf("quota"), State::kOpen);
+  ASSERT_EQ(other->Find(key_ + ":quota")->state(), State::kClosed);
+  fleet->SetPushes(true);
+  fleet->Resync();  // its store reconnected: re-read before the next admission
+  ProviderResult<std::string> r = call_other();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_TRUE(r.error().circuit_open);
+  EXPECT_EQ(r.error().code, ConnCode::kConn008RateLimit);
+  EXPECT_EQ(other_calls, 1) << "Meta was called for a rate-limited account";
 }
 
 // A clock whose coarse reading lags: CoarseNow() is Now() rounded down to

@@ -226,6 +226,14 @@ class ProviderPermits {
 
   // Records the call's result in both circuits: nullptr for a success. Once.
   void Finish(const ProviderError* error);
+  // Finish(nullptr), inline: both circuits take it as a success.
+  void FinishSuccess() noexcept {
+    const TimePoint end = Now();
+    const Duration elapsed = end - start_;
+    const TimePoint coarse_end = precise_ ? TimePoint{} : end;
+    inner_.Success(elapsed, coarse_end);
+    outer_.Success(elapsed, coarse_end);
+  }
   // Records a call that ended in an exception (a transient failure).
   void FinishWithException();
 
@@ -272,24 +280,41 @@ BorrowedCircuits BorrowProviderCircuits(Registry& registry, std::string_view key
 BorrowedCircuits BorrowProviderCircuits(Registry& registry, const ProviderCircuitKeys& keys,
                                         TimePoint coarse_now);
 
-// RunProviderCall's body once its circuits are borrowed at `now` (the read
-// that also starts the call).
+// `fn` under `permits`, its result recorded in both circuits.
 template <typename F>
-auto RunOnCircuits(const BorrowedCircuits& circuits, Clock& clock, TimePoint now, F& fn)
-    -> std::invoke_result_t<F&> {
+auto RunAdmitted(ProviderPermits& permits, F& fn) -> std::invoke_result_t<F&> {
   using R = std::invoke_result_t<F&>;
-  std::variant<ProviderPermits, ProviderError> admitted =
-      Admit(*circuits.transient, *circuits.quota, clock, now);
-  if (ProviderError* refused = std::get_if<ProviderError>(&admitted)) return *refused;
-  ProviderPermits& permits = std::get<ProviderPermits>(admitted);
   try {
     R r = fn();
-    permits.Finish(r.has_value() ? nullptr : &r.error());
+    if (r.has_value()) {
+      permits.FinishSuccess();
+    } else {
+      permits.Finish(&r.error());
+    }
     return r;
   } catch (...) {
     permits.FinishWithException();
     throw;
   }
+}
+
+// RunProviderCall's body once its circuits are found at `now` (the read
+// that also starts the call).
+template <typename F>
+auto RunOnCircuits(CircuitBreaker& transient, CircuitBreaker& quota, Clock& clock, TimePoint now,
+                   F& fn) -> std::invoke_result_t<F&> {
+  // Both CLOSED (the common case): Admit()'s answer from the state words,
+  // inline. Otherwise the transient permit (if taken) holds nothing and is
+  // dropped, and Admit() decides as if it had not been asked.
+  if (std::optional<Permit> outer = transient.TryAcquireIfClosed()) {
+    if (std::optional<Permit> inner = quota.TryAcquireIfClosed()) {
+      ProviderPermits permits(*std::move(outer), *std::move(inner), clock, now);
+      return RunAdmitted(permits, fn);
+    }
+  }
+  std::variant<ProviderPermits, ProviderError> admitted = Admit(transient, quota, clock, now);
+  if (ProviderError* refused = std::get_if<ProviderError>(&admitted)) return *refused;
+  return RunAdmitted(std::get<ProviderPermits>(admitted), fn);
 }
 
 }  // namespace internal
@@ -424,7 +449,7 @@ auto RunProviderCall(Registry& registry, std::string_view key, F&& fn) -> std::i
   const TimePoint now = registry.CoarseNow();
   // Outlive the permits RunOnCircuits takes, so given back after them.
   const internal::BorrowedCircuits circuits = internal::BorrowProviderCircuits(registry, key, now);
-  return internal::RunOnCircuits(circuits, registry.clock(), now, fn);
+  return internal::RunOnCircuits(*circuits.transient, *circuits.quota, registry.clock(), now, fn);
 }
 
 // The same with kept keys (ProviderCircuitKeys): the cheapest call.
@@ -433,7 +458,7 @@ auto RunProviderCall(Registry& registry, const ProviderCircuitKeys& keys, F&& fn
     -> std::invoke_result_t<F&> {
   const TimePoint now = registry.CoarseNow();
   const internal::BorrowedCircuits circuits = internal::BorrowProviderCircuits(registry, keys, now);
-  return internal::RunOnCircuits(circuits, registry.clock(), now, fn);
+  return internal::RunOnCircuits(*circuits.transient, *circuits.quota, registry.clock(), now, fn);
 }
 
 }  // namespace fusebox::meta

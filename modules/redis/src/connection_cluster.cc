@@ -128,8 +128,9 @@ Result<std::vector<Reply>> Connection::SendTo(
     // A failed node breaks the whole connection: the next Reconnect() reads
     // the map afresh.
     if (&node != this) {
+      const bool ran_out = node.broken_by_timeout_;  // Break() frees `node`.
       (void)Break("pipeline", r.error().message());
-      broken_by_timeout_ = node.broken_by_timeout_;
+      broken_by_timeout_ = ran_out;
     }
     return r;
   }

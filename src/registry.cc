@@ -39,7 +39,7 @@ std::uint64_t Mix(std::uint64_t a, std::uint64_t b) noexcept {
 // Whether n bytes are equal, without a call for the keys the registry holds
 // (a probe compares bytes only after a 64-bit hash match, so they almost
 // always are): 8 bytes a step, the last 8 overlapping.
-bool SameBytes(const char* a, const char* b, std::size_t n) noexcept {
+[[gnu::always_inline]] inline bool SameBytes(const char* a, const char* b, std::size_t n) noexcept {
   if (n < 8) return std::memcmp(a, b, n) == 0;
   const auto* p = reinterpret_cast<const unsigned char*>(a);
   const auto* q = reinterpret_cast<const unsigned char*>(b);
@@ -53,13 +53,11 @@ constexpr std::uint64_t kK1 = 0xe7037ed1a0b428dbull;
 constexpr std::uint64_t kK2 = 0x8ebc6af09c88c6e3ull;
 constexpr std::uint64_t kK3 = 0x589965cc75374cc3ull;
 
-}  // namespace
-
 // Keys of up to 48 bytes (seed 000's "provider:workload:subject" keys are
 // 30-45) are hashed in at most three independent lanes of 16 bytes and one
 // final fold: two multiplies deep, not one per 16 bytes in a chain. Longer keys
 // go 48 bytes a step, then the last 48 (overlapping: fine for a hash).
-std::uint64_t RegistryKey::Hash(std::string_view key) noexcept {
+[[gnu::always_inline]] inline std::uint64_t HashKey(std::string_view key) noexcept {
   const auto* p = reinterpret_cast<const unsigned char*>(key.data());
   const std::size_t size = key.size();
   const std::uint64_t seed = kK0 ^ (static_cast<std::uint64_t>(size) * kK1);
@@ -98,6 +96,10 @@ std::uint64_t RegistryKey::Hash(std::string_view key) noexcept {
   }
   return Mix(h0 ^ h2 ^ kK2, h1 ^ static_cast<std::uint64_t>(size) ^ kK0);
 }
+
+}  // namespace
+
+std::uint64_t RegistryKey::Hash(std::string_view key) noexcept { return HashKey(key); }
 
 std::string_view RegistryEventKindName(RegistryEvent::Kind kind) noexcept {
   switch (kind) {
@@ -599,7 +601,7 @@ Status Registry::AddConfig(std::string name, CircuitBreakerConfig config) {
 
 Result<std::shared_ptr<CircuitBreaker>> Registry::Get(std::string_view key,
                                                       std::string_view config_name) {
-  return GetHashed(RegistryKey::Hash(key), key, config_name);
+  return GetHashed(HashKey(key), key, config_name);
 }
 
 Result<std::shared_ptr<CircuitBreaker>> Registry::Get(const RegistryKey& key,
@@ -607,19 +609,35 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::Get(const RegistryKey& key,
   return GetHashed(key.hash(), key.key(), config_name, &key);
 }
 
+// The two Borrow()s keep a hit in one frame (hash, probe, compare and the
+// lent breaker inline); a miss, rare, goes out of line (BorrowMissed()).
 Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view config_name,
                                          TimePoint coarse_now) {
-  return BorrowHashed(RegistryKey::Hash(key), key, coarse_now, config_name);
+  const std::uint64_t hash = HashKey(key);
+  if (internal::HazardSlot* hazard = internal::FreeHazardSlot()) [[likely]] {
+    if (Entry* e = Hit(hash, key, coarse_now, hazard)) [[likely]] {
+      MaybeSweep(coarse_now);
+      return BorrowedBreaker(e->breaker.get(), hazard);
+    }
+  }
+  return BorrowMissed(hash, key, coarse_now, config_name);
 }
 
 Result<BorrowedBreaker> Registry::Borrow(const RegistryKey& key, std::string_view config_name,
                                          TimePoint coarse_now) {
-  return BorrowHashed(key.hash(), key.key(), coarse_now, config_name, &key);
+  if (internal::HazardSlot* hazard = internal::FreeHazardSlot()) [[likely]] {
+    if (Entry* e = HintedHit(key, coarse_now, hazard)) [[likely]] {
+      MaybeSweep(coarse_now);
+      return BorrowedBreaker(e->breaker.get(), hazard);
+    }
+  }
+  return BorrowMissed(key.hash(), key.key(), coarse_now, config_name);
 }
 
 // A hit: the entry, published in a slot of this thread's, and touched.
-Registry::Entry* Registry::Hit(std::uint64_t hash, std::string_view key, TimePoint now,
-                               internal::HazardSlot* hazard) const {
+[[gnu::always_inline]] inline Registry::Entry* Registry::Hit(std::uint64_t hash,
+                                                             std::string_view key, TimePoint now,
+                                                             internal::HazardSlot* hazard) const {
   if (hazard == nullptr) return nullptr;
   std::size_t slot = 0;
   Entry* e = impl_->table.FindShared(hash, key, *hazard, &slot);
@@ -633,8 +651,8 @@ Registry::Entry* Registry::Hit(std::uint64_t hash, std::string_view key, TimePoi
 // entry allocated where a dropped one was is not taken for it). The three
 // hint fields may come from different lookups of the same key: each is
 // checked on its own.
-Registry::Entry* Registry::HintedHit(const RegistryKey& key, TimePoint now,
-                                     internal::HazardSlot* hazard) const {
+[[gnu::always_inline]] inline Registry::Entry* Registry::HintedHit(
+    const RegistryKey& key, TimePoint now, internal::HazardSlot* hazard) const {
   if (hazard == nullptr) return nullptr;
   if (auto* named =
           static_cast<Entry*>(const_cast<void*>(key.hint_entry_.load(std::memory_order_relaxed)))) {
@@ -679,15 +697,8 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::GetHashed(std::uint64_t hash,
   return Impl::Share(*lent);
 }
 
-Result<BorrowedBreaker> Registry::BorrowHashed(std::uint64_t hash, std::string_view key,
-                                               TimePoint now, std::string_view config_name,
-                                               const RegistryKey* hinted) {
-  internal::HazardSlot* hazard = internal::FreeHazardSlot();
-  if (Entry* e =
-          hinted != nullptr ? HintedHit(*hinted, now, hazard) : Hit(hash, key, now, hazard)) {
-    MaybeSweep(now);
-    return BorrowedBreaker(e->breaker.get(), hazard);
-  }
+Result<BorrowedBreaker> Registry::BorrowMissed(std::uint64_t hash, std::string_view key,
+                                               TimePoint now, std::string_view config_name) {
   Result<Lent> lent = Miss(hash, key, config_name, now);
   if (!lent) return std::move(lent).error();
   return Impl::Lend(*lent);

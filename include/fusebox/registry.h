@@ -329,9 +329,11 @@ class Registry {
   Result<std::shared_ptr<CircuitBreaker>> GetHashed(std::uint64_t hash, std::string_view key,
                                                     std::string_view config_name,
                                                     const RegistryKey* hinted = nullptr);
-  Result<BorrowedBreaker> BorrowHashed(std::uint64_t hash, std::string_view key, TimePoint now,
-                                       std::string_view config_name,
-                                       const RegistryKey* hinted = nullptr);
+  // A Borrow() the lock-free probe did not answer: inserts, or lends what
+  // the locked lookup finds.
+  [[gnu::noinline]] Result<BorrowedBreaker> BorrowMissed(std::uint64_t hash, std::string_view key,
+                                                         TimePoint now,
+                                                         std::string_view config_name);
   Entry* Hit(std::uint64_t hash, std::string_view key, TimePoint now,
              std::atomic<const void*>* hazard) const;
   Entry* HintedHit(const RegistryKey& key, TimePoint now, std::atomic<const void*>* hazard) const;

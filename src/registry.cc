@@ -13,93 +13,11 @@
 #include "fusebox/internal/mutex.h"
 #include "fusebox/internal/thread_annotations.h"
 #include "hazard.h"
+#include "registry_hash.h"
 
 namespace fusebox {
-namespace {
 
-std::uint64_t Load64(const unsigned char* p) noexcept {
-  std::uint64_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-std::uint64_t Load32(const unsigned char* p) noexcept {
-  std::uint32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-// 64x64 -> 128 multiply, folded: wyhash's mixing step.
-__extension__ typedef unsigned __int128 U128;
-std::uint64_t Mix(std::uint64_t a, std::uint64_t b) noexcept {
-  const U128 r = static_cast<U128>(a) * b;
-  return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);
-}
-
-// Whether n bytes are equal, without a call for the keys the registry holds
-// (a probe compares bytes only after a 64-bit hash match, so they almost
-// always are): 8 bytes a step, the last 8 overlapping.
-[[gnu::always_inline]] inline bool SameBytes(const char* a, const char* b, std::size_t n) noexcept {
-  if (n < 8) return std::memcmp(a, b, n) == 0;
-  const auto* p = reinterpret_cast<const unsigned char*>(a);
-  const auto* q = reinterpret_cast<const unsigned char*>(b);
-  std::uint64_t diff = Load64(p + n - 8) ^ Load64(q + n - 8);
-  for (std::size_t i = 0; i + 8 < n; i += 8) diff |= Load64(p + i) ^ Load64(q + i);
-  return diff == 0;
-}
-
-constexpr std::uint64_t kK0 = 0xa0761d6478bd642full;
-constexpr std::uint64_t kK1 = 0xe7037ed1a0b428dbull;
-constexpr std::uint64_t kK2 = 0x8ebc6af09c88c6e3ull;
-constexpr std::uint64_t kK3 = 0x589965cc75374cc3ull;
-
-// Keys of up to 48 bytes (seed 000's "provider:workload:subject" keys are
-// 30-45) are hashed in at most three independent lanes of 16 bytes and one
-// final fold: two multiplies deep, not one per 16 bytes in a chain. Longer keys
-// go 48 bytes a step, then the last 48 (overlapping: fine for a hash).
-[[gnu::always_inline]] inline std::uint64_t HashKey(std::string_view key) noexcept {
-  const auto* p = reinterpret_cast<const unsigned char*>(key.data());
-  const std::size_t size = key.size();
-  const std::uint64_t seed = kK0 ^ (static_cast<std::uint64_t>(size) * kK1);
-  if (size <= 16) {
-    std::uint64_t a = 0;
-    std::uint64_t b = 0;
-    if (size >= 8) {
-      a = Load64(p);
-      b = Load64(p + size - 8);
-    } else if (size >= 4) {
-      a = Load32(p);
-      b = Load32(p + size - 4);
-    } else if (size > 0) {
-      a = (std::uint64_t{p[0]} << 16) | (std::uint64_t{p[size / 2]} << 8) | p[size - 1];
-    }
-    return Mix(Mix(a ^ kK1, b ^ seed) ^ kK2, static_cast<std::uint64_t>(size) ^ kK0);
-  }
-  const unsigned char* const end = p + size;
-  std::uint64_t h0 = seed;
-  std::uint64_t h1 = seed ^ kK2;
-  std::uint64_t h2 = seed ^ kK3;
-  if (size > 48) {
-    for (; end - p > 48; p += 48) {
-      h0 = Mix(Load64(p) ^ kK1, Load64(p + 8) ^ h0);
-      h1 = Mix(Load64(p + 16) ^ kK2, Load64(p + 24) ^ h1);
-      h2 = Mix(Load64(p + 32) ^ kK3, Load64(p + 40) ^ h2);
-    }
-    p = end - 48;
-    h0 = Mix(Load64(p) ^ kK1, Load64(p + 8) ^ h0);
-    h1 = Mix(Load64(p + 16) ^ kK2, Load64(p + 24) ^ h1);
-    h2 = Mix(Load64(p + 32) ^ kK3, Load64(p + 40) ^ h2);
-  } else {
-    h0 = Mix(Load64(p) ^ kK1, Load64(p + 8) ^ h0);
-    h1 = Mix(Load64(end - 16) ^ kK2, Load64(end - 8) ^ h1);
-    if (size > 32) h2 = Mix(Load64(p + 16) ^ kK3, Load64(p + 24) ^ h2);
-  }
-  return Mix(h0 ^ h2 ^ kK2, h1 ^ static_cast<std::uint64_t>(size) ^ kK0);
-}
-
-}  // namespace
-
-std::uint64_t RegistryKey::Hash(std::string_view key) noexcept { return HashKey(key); }
+std::uint64_t RegistryKey::Hash(std::string_view key) noexcept { return internal::HashKey(key); }
 
 std::string_view RegistryEventKindName(RegistryEvent::Kind kind) noexcept {
   switch (kind) {
@@ -209,7 +127,7 @@ struct Registry::Entry : Links {
   }
   bool Is(std::uint64_t h, std::string_view k) const noexcept {
     return hash == h && key_size == k.size() &&
-           SameBytes(reinterpret_cast<const char*>(this + 1), k.data(), k.size());
+           internal::SameBytes(reinterpret_cast<const char*>(this + 1), k.data(), k.size());
   }
 
   const std::uint64_t hash;
@@ -601,7 +519,7 @@ Status Registry::AddConfig(std::string name, CircuitBreakerConfig config) {
 
 Result<std::shared_ptr<CircuitBreaker>> Registry::Get(std::string_view key,
                                                       std::string_view config_name) {
-  return GetHashed(HashKey(key), key, config_name);
+  return GetHashed(internal::HashKey(key), key, config_name);
 }
 
 Result<std::shared_ptr<CircuitBreaker>> Registry::Get(const RegistryKey& key,
@@ -613,7 +531,7 @@ Result<std::shared_ptr<CircuitBreaker>> Registry::Get(const RegistryKey& key,
 // lent breaker inline); a miss, rare, goes out of line (BorrowMissed()).
 Result<BorrowedBreaker> Registry::Borrow(std::string_view key, std::string_view config_name,
                                          TimePoint coarse_now) {
-  const std::uint64_t hash = HashKey(key);
+  const std::uint64_t hash = internal::HashKey(key);
   if (internal::HazardSlot* hazard = internal::FreeHazardSlot()) [[likely]] {
     if (Entry* e = Hit(hash, key, coarse_now, hazard)) [[likely]] {
       MaybeSweep(coarse_now);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <new>
 #include <string>
 #include <utility>
@@ -163,13 +164,17 @@ namespace {
 template <typename Entry>
 class Table {
  public:
-  Table() { current_.store(&Publish(kInitial), std::memory_order_relaxed); }
+  // The newest array is published in `*current`, which the registry holds
+  // (Registry::table_array_): a hit loads it from there, not through Impl.
+  explicit Table(std::atomic<void*>* current) : current_(current) {
+    current_->store(&Publish(kInitial), std::memory_order_relaxed);
+  }
 
   // Under Impl::mu only.
   Entry* Find(std::uint64_t hash, std::string_view key) const noexcept {
-    const Array& a = *current_.load(std::memory_order_relaxed);
+    const Array& a = Current();
     for (std::size_t i = hash & a.mask;; i = (i + 1) & a.mask) {
-      const Slot& s = a.slots[i];
+      const Slot& s = a.slots()[i];
       Entry* e = s.entry.load(std::memory_order_relaxed);
       if (e == nullptr) return nullptr;
       if (e->Is(hash, key)) return e;
@@ -181,18 +186,19 @@ class Table {
   // (the caller then asks again under the lock). Once `hazard` names the
   // entry and the slot still holds it, a writer that unlinks it afterwards
   // finds the hazard (see hazard.h) and does not free it.
-  // `*slot` is where it was found.
-  [[gnu::always_inline]] Entry* FindShared(std::uint64_t hash, std::string_view key,
-                                           internal::HazardSlot& hazard,
-                                           std::size_t* slot) const noexcept {
-    const Array* a = current_.load(std::memory_order_acquire);
+  // `*slot` is where it was found. `current`: the table's (Table()).
+  [[gnu::always_inline]] static Entry* FindShared(const std::atomic<void*>& current,
+                                                  std::uint64_t hash, std::string_view key,
+                                                  internal::HazardSlot& hazard,
+                                                  std::size_t* slot) noexcept {
+    const Array* a = Load(current);
     std::size_t i = hash & a->mask;
     for (std::size_t probes = 0; probes <= a->mask; ++probes, i = (i + 1) & a->mask) {
-      const Slot& s = a->slots[i];
+      const Slot& s = a->slots()[i];
       Entry* e = s.entry.load(std::memory_order_acquire);
       if (e == nullptr) return nullptr;
       if (s.hash.load(std::memory_order_relaxed) != hash) continue;
-      if (!Holds(a, s, e, hazard)) break;
+      if (!Holds(current, a, s, e, hazard)) break;
       if (e->Is(hash, key)) [[likely]] {
         *slot = i;
         return e;
@@ -206,28 +212,28 @@ class Table {
   // Without a lock: `e`, published in `hazard`, if slot `i` of the current
   // array holds it; else nullptr with `hazard` clear. The check a hint gets
   // (FindShared()'s, at one slot): `e` is not dereferenced unless it holds.
-  [[gnu::always_inline]] Entry* FindAt(std::size_t i, Entry* e,
-                                       internal::HazardSlot& hazard) const noexcept {
-    const Array* a = current_.load(std::memory_order_acquire);
+  [[gnu::always_inline]] static Entry* FindAt(const std::atomic<void*>& current, std::size_t i,
+                                              Entry* e, internal::HazardSlot& hazard) noexcept {
+    const Array* a = Load(current);
     if (i > a->mask) return nullptr;
-    const Slot& s = a->slots[i];
+    const Slot& s = a->slots()[i];
     if (s.entry.load(std::memory_order_acquire) != e) return nullptr;
-    if (Holds(a, s, e, hazard)) return e;
+    if (Holds(current, a, s, e, hazard)) return e;
     hazard.store(nullptr, std::memory_order_relaxed);
     return nullptr;
   }
 
   // Under Impl::mu only, as are Erase() and ForEach().
   void Insert(Entry* e) {
-    const Array& a = *current_.load(std::memory_order_relaxed);
+    const Array& a = Current();
     if ((count_ + 1) * 2 > a.mask + 1) Grow(a);
-    Place(*current_.load(std::memory_order_relaxed), e);
+    Place(Current(), e);
     ++count_;
   }
 
   void Erase(Entry* e) noexcept {
-    Array& a = *current_.load(std::memory_order_relaxed);
-    Slot* const slots = a.slots.get();
+    Array& a = Current();
+    Slot* const slots = a.slots();
     std::size_t i = e->hash & a.mask;
     while (slots[i].entry.load(std::memory_order_relaxed) != e) i = (i + 1) & a.mask;
     // Backward shift: move later entries of the run into the hole when their
@@ -251,9 +257,9 @@ class Table {
 
   template <typename F>
   void ForEach(F&& f) const {
-    const Array& a = *current_.load(std::memory_order_relaxed);
+    const Array& a = Current();
     for (std::size_t i = 0; i <= a.mask; ++i) {
-      if (Entry* e = a.slots[i].entry.load(std::memory_order_relaxed)) f(e);
+      if (Entry* e = a.slots()[i].entry.load(std::memory_order_relaxed)) f(e);
     }
   }
 
@@ -263,46 +269,72 @@ class Table {
     std::atomic<std::uint64_t> hash{0};
     std::atomic<Entry*> entry{nullptr};
   };
+  // The mask, then the slots in the same block: a reader goes from the array
+  // to its slot with no pointer to load in between.
   struct Array {
-    explicit Array(std::size_t size) : mask(size - 1), slots(new Slot[size]) {}
+    static std::unique_ptr<Array, void (*)(Array*)> New(std::size_t size) {
+      static_assert(sizeof(Array) % alignof(Slot) == 0);
+      void* mem = ::operator new(sizeof(Array) + size * sizeof(Slot));
+      auto* a = new (mem) Array(size - 1);
+      std::uninitialized_default_construct_n(a->slots(), size);
+      return {a, [](Array* dead) {
+                std::destroy_n(dead->slots(), dead->mask + 1);
+                dead->~Array();
+                ::operator delete(dead);
+              }};
+    }
+    Slot* slots() noexcept { return reinterpret_cast<Slot*>(this + 1); }
+    const Slot* slots() const noexcept { return reinterpret_cast<const Slot*>(this + 1); }
     const std::size_t mask;
-    const std::unique_ptr<Slot[]> slots;
+
+   private:
+    explicit Array(std::size_t m) : mask(m) {}
   };
 
   // Publishes `e`, read from `s` of `a`, in `hazard`, then checks that the
   // table still holds it there: from then on a writer that unlinks it finds
   // the hazard and does not free it (hazard.h). Leaves `hazard` set either
   // way.
-  [[gnu::always_inline]] bool Holds(const Array* a, const Slot& s, Entry* e,
-                                    internal::HazardSlot& hazard) const noexcept {
+  [[gnu::always_inline]] static bool Holds(const std::atomic<void*>& current, const Array* a,
+                                           const Slot& s, Entry* e,
+                                           internal::HazardSlot& hazard) noexcept {
     hazard.store(e, std::memory_order_relaxed);
     internal::LightBarrier();
-    return current_.load(std::memory_order_acquire) == a &&
-           s.entry.load(std::memory_order_acquire) == e;
+    return Load(current) == a && s.entry.load(std::memory_order_acquire) == e;
   }
 
   static void Place(Array& a, Entry* e) noexcept {
     std::size_t i = e->hash & a.mask;
-    while (a.slots[i].entry.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & a.mask;
-    a.slots[i].hash.store(e->hash, std::memory_order_relaxed);
-    a.slots[i].entry.store(e, std::memory_order_release);
+    while (a.slots()[i].entry.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & a.mask;
+    a.slots()[i].hash.store(e->hash, std::memory_order_relaxed);
+    a.slots()[i].entry.store(e, std::memory_order_release);
   }
 
   Array& Publish(std::size_t size) {
-    arrays_.push_back(std::make_unique<Array>(size));
+    arrays_.push_back(Array::New(size));
     return *arrays_.back();
   }
 
   void Grow(const Array& old) {
     Array& grown = Publish((old.mask + 1) * 2);
     for (std::size_t i = 0; i <= old.mask; ++i) {
-      if (Entry* e = old.slots[i].entry.load(std::memory_order_relaxed)) Place(grown, e);
+      if (Entry* e = old.slots()[i].entry.load(std::memory_order_relaxed)) Place(grown, e);
     }
-    current_.store(&grown, std::memory_order_release);
+    current_->store(&grown, std::memory_order_release);
   }
 
-  std::vector<std::unique_ptr<Array>> arrays_;  // every array published, newest last
-  std::atomic<Array*> current_{nullptr};
+  // The newest array, as a reader sees it.
+  [[gnu::always_inline]] static const Array* Load(const std::atomic<void*>& current) noexcept {
+    return static_cast<const Array*>(current.load(std::memory_order_acquire));
+  }
+  // The newest array, for the writer (under Impl::mu) and Find().
+  Array& Current() const noexcept {
+    return *static_cast<Array*>(current_->load(std::memory_order_relaxed));
+  }
+
+  std::vector<std::unique_ptr<Array, void (*)(Array*)>>
+      arrays_;  // every array published, newest last
+  std::atomic<void*>* const current_;
   std::size_t count_ = 0;
 };
 
@@ -349,6 +381,8 @@ struct Registry::Lent {
 };
 
 struct Registry::Impl {
+  explicit Impl(std::atomic<void*>* table_array) : table(table_array) {}
+
   // Read without a lock (Table::FindShared), written under mu.
   Table<Entry> table;
   std::atomic<std::size_t> size{0};
@@ -499,7 +533,7 @@ Registry::Registry(RegistryOptions options)
     : clock_(options.clock != nullptr ? *options.clock : SystemClock()),
       system_clock_(internal::IsSystemClock(clock_)),
       options_(std::move(options)),
-      impl_(std::make_unique<Impl>()) {
+      impl_(std::make_unique<Impl>(&table_array_)) {
   internal::MutexLock lock(&impl_->configs_mu);
   impl_->configs.emplace("default", options_.default_config);
   impl_->last_sweep_ns.store(clock_.CoarseNow().time_since_epoch().count(),
@@ -558,7 +592,7 @@ Result<BorrowedBreaker> Registry::Borrow(const RegistryKey& key, std::string_vie
                                                              internal::HazardSlot* hazard) const {
   if (hazard == nullptr) return nullptr;
   std::size_t slot = 0;
-  Entry* e = impl_->table.FindShared(hash, key, *hazard, &slot);
+  Entry* e = Table<Entry>::FindShared(table_array_, hash, key, *hazard, &slot);
   if (e != nullptr) e->Touch(now.time_since_epoch().count());
   return e;
 }
@@ -574,8 +608,8 @@ Result<BorrowedBreaker> Registry::Borrow(const RegistryKey& key, std::string_vie
   if (hazard == nullptr) return nullptr;
   if (auto* named =
           static_cast<Entry*>(const_cast<void*>(key.hint_entry_.load(std::memory_order_relaxed)))) {
-    if (Entry* e =
-            impl_->table.FindAt(key.hint_slot_.load(std::memory_order_relaxed), named, *hazard)) {
+    if (Entry* e = Table<Entry>::FindAt(
+            table_array_, key.hint_slot_.load(std::memory_order_relaxed), named, *hazard)) {
       if (e->serial == key.hint_serial_.load(std::memory_order_relaxed)) [[likely]] {
         e->Touch(now.time_since_epoch().count());
         return e;
@@ -584,7 +618,7 @@ Result<BorrowedBreaker> Registry::Borrow(const RegistryKey& key, std::string_vie
     }
   }
   std::size_t slot = 0;
-  Entry* e = impl_->table.FindShared(key.hash(), key.key(), *hazard, &slot);
+  Entry* e = Table<Entry>::FindShared(table_array_, key.hash(), key.key(), *hazard, &slot);
   if (e == nullptr) return nullptr;
   key.hint_slot_.store(slot, std::memory_order_relaxed);
   key.hint_serial_.store(e->serial, std::memory_order_relaxed);
@@ -767,7 +801,7 @@ std::shared_ptr<CircuitBreaker> Registry::Find(std::string_view key) const {
   const std::uint64_t hash = RegistryKey::Hash(key);
   if (internal::HazardSlot* hazard = internal::FreeHazardSlot()) {
     std::size_t slot = 0;
-    if (Entry* e = impl_->table.FindShared(hash, key, *hazard, &slot)) {
+    if (Entry* e = Table<Entry>::FindShared(table_array_, hash, key, *hazard, &slot)) {
       std::shared_ptr<CircuitBreaker> breaker = e->breaker;
       hazard->store(nullptr, std::memory_order_release);
       return breaker;

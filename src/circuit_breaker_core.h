@@ -8,9 +8,10 @@
 //     that holds no failure and no slow call changes no rate and, for a full
 //     COUNT_BASED window, no count either (a success replaces a success), so it
 //     writes nothing (kFastSuccessBit). For TIME_BASED the count still matters
-//     (it is the denominator of later rates), so such successes go to striped
-//     per-thread counters (kStripedSuccessBit) that are folded into the window,
-//     under the lock, before anything reads it.
+//     (it is the denominator of later rates), so such successes go to the
+//     thread's own slot word, or striped counters for threads without an
+//     owned slot (kStripedSuccessBit), folded into the window, under the
+//     lock, before anything reads it.
 //   - OutcomeOrder::kRelaxed lets a failure that cannot trip the window be
 //     counted without the lock too; its protocol is stated once, in
 //     relaxed_outcome_log.h.
@@ -129,8 +130,9 @@ struct SharedAction {
   SharedOverride override_{};
 };
 
-// One thread's share of fast TIME_BASED successes: high 32 bits the epoch
-// second (mod 2^32) they were reported in, low 32 bits their number.
+// Fast TIME_BASED successes of the threads without an owned writer slot:
+// high 32 bits the epoch second (mod 2^32) they were reported in, low 32
+// bits their number.
 struct alignas(64) Stripe {
   std::atomic<std::uint64_t> word{0};
 };
@@ -175,6 +177,7 @@ struct alignas(64) CircuitBreaker::Core {
   std::uint64_t successes_applied FUSEBOX_GUARDED_BY(mu) = 0;
   // OutcomeOrder::kRelaxed: each owned slot's deferred successes and
   // failures already in the window (relaxed_outcome_log.h, invariant 2).
+  // TIME_BASED: each owned slot's successes word as the last fold applied it.
   std::uint64_t slot_successes_applied[cb_internal::kOwnedSlots] FUSEBOX_GUARDED_BY(mu) = {};
   std::uint64_t slot_failures_applied[cb_internal::kOwnedSlots] FUSEBOX_GUARDED_BY(mu) = {};
   // Set while TransitionLocked() runs: folds leave deferred failures (and
@@ -247,7 +250,7 @@ struct alignas(64) CircuitBreaker::Core {
   // before any other thread can see the breaker). ---
   CircuitBreaker& cb;
   std::shared_ptr<cb_internal::TimerLink> link = std::make_shared<cb_internal::TimerLink>();
-  // kTimeBased only.
+  // kTimeBased only: for the threads that share kSharedSlot.
   std::unique_ptr<cb_internal::Stripe[]> stripes;
   // config.shared_state, and this breaker's subscription to it.
   std::shared_ptr<SharedState> shared;

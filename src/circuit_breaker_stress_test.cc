@@ -655,6 +655,50 @@ TEST(CircuitBreakerStress, FastPathSuccessesRaceWithFailures) {
   }
 }
 
+// A clean TIME_BASED window: every thread counts its successes in its own
+// slot word while other threads fold them (metrics()) and the seconds move
+// on under them; within the window, every success must be there exactly once.
+TEST(CircuitBreakerStress, TimeBasedSuccessesFoldedWhileCountedAreEachCountedOnce) {
+  ManualClock clock;
+  CircuitBreakerConfig c = StressConfig(Compatibility::kDefault, false);
+  c.sliding_window_type = SlidingWindowType::kTimeBased;
+  c.sliding_window_size = 30;  // seconds: the ticker below moves at most 8
+  auto created = CircuitBreaker::Create("time", c, clock);
+  ASSERT_TRUE(created.has_value()) << created.error();
+  std::unique_ptr<CircuitBreaker> cb = std::move(created).value();
+  constexpr int kCalls = 4000;
+  std::atomic<int> done{0};
+  std::atomic<int> rejected{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWorkers; ++i) {
+    threads.emplace_back([&] {
+      for (int it = 0; it < kCalls; ++it) {
+        Result<Permit> p = cb->TryAcquire();
+        if (!p) {
+          rejected.fetch_add(1);
+          continue;
+        }
+        p->Success(Duration::zero());
+      }
+      done.fetch_add(1);
+    });
+  }
+  std::thread ticker([&] {
+    for (int ticks = 0; done.load() < kWorkers; std::this_thread::yield()) {
+      (void)cb->metrics();  // a fold while the workers count
+      if (ticks < 80) {
+        clock.Advance(100ms);
+        ++ticks;
+      }
+    }
+  });
+  for (std::thread& t : threads) t.join();
+  ticker.join();
+  EXPECT_EQ(rejected.load(), 0);
+  EXPECT_EQ(cb->metrics().buffered_calls, kWorkers * kCalls);
+  EXPECT_EQ(cb->metrics().failed_calls, 0);
+}
+
 // ---------------------------------------------------------------------------
 // OutcomeOrder::kRelaxed: failures that cannot trip the window are counted in
 // the reporting thread's own slot and applied by the next lock holder. The

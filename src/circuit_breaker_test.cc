@@ -415,6 +415,46 @@ TEST(CircuitBreaker, TimeBasedSuccessLandsInTheSecondOfTheCallersCoarseRead) {
   EXPECT_EQ(cb->metrics().buffered_calls, 1) << "in second 10, still in the window";
 }
 
+TEST(CircuitBreaker, TimeBasedSuccessesOfAnotherThreadAreFoldedOnceInTheirSecond) {
+  // A clean TIME_BASED window: a thread counts its successes in a word of its
+  // own, without the lock; a fold on another thread (here metrics()) must
+  // take each success once, in the second it was counted in, and leave the
+  // word to its owner.
+  ManualClock clock;
+  FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(TimeConfig(), clock));
+  const auto succeed_on_a_thread = [&](int n) {
+    std::thread t([&] {
+      for (int i = 0; i < n; ++i) Succeed(*cb);
+    });
+    t.join();
+  };
+  clock.Advance(100ms);  // second 0
+  succeed_on_a_thread(7);
+  EXPECT_EQ(cb->metrics().buffered_calls, 7);
+  succeed_on_a_thread(5);
+  EXPECT_EQ(cb->metrics().buffered_calls, 12) << "each success once, not the word's count again";
+  Succeed(*cb);  // this thread's own word
+  EXPECT_EQ(cb->metrics().buffered_calls, 13);
+  clock.Set(kEpoch + 3s);  // second 3: every word is from second 0
+  succeed_on_a_thread(4);
+  Succeed(*cb);
+  EXPECT_EQ(cb->metrics().buffered_calls, 18);
+  clock.Set(kEpoch + 10s);  // second 0 leaves the window, second 3 stays
+  EXPECT_EQ(cb->metrics().buffered_calls, 5) << "counted in the second they were counted in";
+  clock.Set(kEpoch + 13s);
+  EXPECT_EQ(cb->metrics().buffered_calls, 0);
+  // Failures after that see exactly the successes the other thread counted.
+  succeed_on_a_thread(6);
+  for (int i = 0; i < 4; ++i) Fail(*cb);
+  EXPECT_EQ(cb->state(), State::kClosed);
+  EXPECT_EQ(cb->metrics().buffered_calls, 10);
+  EXPECT_EQ(cb->metrics().failure_rate, 40.0f);
+  Fail(*cb);  // 5 of 11
+  EXPECT_EQ(cb->state(), State::kClosed);
+  Fail(*cb);  // 6 of 12
+  EXPECT_EQ(cb->state(), State::kOpen);
+}
+
 TEST(CircuitBreaker, TimeBasedWindowSumsPerSecondBuckets) {
   ManualClock clock;
   FUSEBOX_ASSERT_OK_AND_ASSIGN(auto cb, Make(TimeConfig(), clock));

@@ -731,7 +731,9 @@ class CircuitBreaker {
   struct alignas(64) SlotCounters {
     // Rejections counted against the closed ([0]) and probe ([1]) metrics.
     std::atomic<std::uint64_t> rejected[2] = {};
-    // COUNT_BASED successes counted but not yet applied to the window.
+    // Successes counted but not yet applied to the window. COUNT_BASED: how
+    // many, ever. TIME_BASED: high 32 bits the epoch second (mod 2^32) they
+    // were counted in, low 32 bits how many (CircuitBreaker::StripeSuccess()).
     std::atomic<std::uint64_t> successes{0};
     // Cumulative, for totals(): calls by OutcomeKind and their durations (ns).
     std::atomic<std::uint64_t> calls[3] = {};

@@ -655,9 +655,8 @@ TEST(CircuitBreakerStress, FastPathSuccessesRaceWithFailures) {
   }
 }
 
-// A clean TIME_BASED window: every thread counts its successes in its own
-// slot word while other threads fold them (metrics()) and the seconds move
-// on under them; within the window, every success must be there exactly once.
+// A clean TIME_BASED window: threads count successes in their own slot words
+// while another folds them and moves the clock; each must be counted once.
 TEST(CircuitBreakerStress, TimeBasedSuccessesFoldedWhileCountedAreEachCountedOnce) {
   ManualClock clock;
   CircuitBreakerConfig c = StressConfig(Compatibility::kDefault, false);
@@ -696,7 +695,6 @@ TEST(CircuitBreakerStress, TimeBasedSuccessesFoldedWhileCountedAreEachCountedOnc
   ticker.join();
   EXPECT_EQ(rejected.load(), 0);
   EXPECT_EQ(cb->metrics().buffered_calls, kWorkers * kCalls);
-  EXPECT_EQ(cb->metrics().failed_calls, 0);
 }
 
 // ---------------------------------------------------------------------------

@@ -135,6 +135,18 @@ void BM_ProviderCall_Hot64_KeptKeys(benchmark::State& state) {
 void BM_ProviderCall_Scattered5000_KeptKeys(benchmark::State& state) {
   Calls<Path::kKeptKeys>(state, Scattered(state.thread_index()));
 }
+// One key over and over, as the yardstick below asks for one name over and
+// over: its circuits, entries and hints stay in L1, so the call and the
+// yardstick are compared on the same access pattern. Hot64 asks for 128
+// circuits in turn, whose lines (slot, entry, breaker, counters) fill L1.
+void BM_ProviderCall_Hot1(benchmark::State& state) {
+  Calls<Path::kRunProviderCall>(state, {Hot(state.thread_index()).front()});
+}
+void BM_ProviderCall_Hot1_KeptKeys(benchmark::State& state) {
+  Calls<Path::kKeptKeys>(state, {Hot(state.thread_index()).front()});
+}
+BENCHMARK(BM_ProviderCall_Hot1)->Threads(1)->UseRealTime();
+BENCHMARK(BM_ProviderCall_Hot1_KeptKeys)->Threads(1)->UseRealTime();
 BENCHMARK(BM_ProviderCall_Hot64)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_ProviderCall_Scattered5000)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_ProviderCall_Hot64_SharedPath)->Threads(1)->UseRealTime();

@@ -97,10 +97,10 @@ CircuitBreaker::CircuitBreaker(std::string name, CircuitBreakerConfig config, Cl
                      config.consecutive_failure_threshold == 0),
       system_clock_(internal::IsSystemClock(clock)),
       clock_(clock),
-      name_(std::move(name)),
-      config_(std::move(config)),
       counters_(std::make_unique<SlotCounters[]>(kSharedSlot + 1)),
       relaxed_log_(relaxed_order_ ? std::make_unique<internal::RelaxedOutcomeLog>() : nullptr),
+      name_(std::move(name)),
+      config_(std::move(config)),
       core_(std::make_unique<Core>(*this, config_)) {
   core_->link->breaker = this;
   core_->jitter_state =

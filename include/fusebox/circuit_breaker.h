@@ -597,6 +597,11 @@ class CircuitBreaker {
   // Clock::CoarseNow(): config().call_timing resolved as CallTiming says. A
   // caller that times its calls itself can follow the breaker's rule.
   bool precise_call_timing() const noexcept { return precise_call_timing_; }
+  // A read of the breaker's clock as Call() times a call with it: Now() when
+  // precise_call_timing(), else CoarseNow(); inline, without the virtual
+  // call, when the clock is SystemClock(). For a caller that times its calls
+  // itself (meta::RunProviderCall).
+  TimePoint CallTime() const noexcept;
 
   // A consistent snapshot of the window and counters.
   CircuitBreakerMetrics metrics() const;
@@ -694,14 +699,33 @@ class CircuitBreaker {
   void DeferSuccess() noexcept;
   bool DeferFailure(std::uint32_t epoch, Duration d) noexcept;
   bool DeferFailureToLog(std::uint64_t word) noexcept;
-  TimePoint CallTime() const noexcept;
   // clock_.CoarseNow() and clock_.Now(), inline when clock_ is SystemClock().
   TimePoint CoarseNow() const noexcept { return internal::CoarseNow(clock_, system_clock_); }
   TimePoint PreciseNow() const noexcept { return internal::Now(clock_, system_clock_); }
   TimePoint CoarseOrNone(TimePoint end) const noexcept;
   Outcome ClassifyException(const std::exception_ptr& e) const noexcept;
 
-  // --- Read on every call; written only on transitions. ---
+  // --- Counters written without the lock (rejections; deferred successes,
+  // see internal::kDeferSuccessBit), one cache line per writer slot, so that
+  // threads never write the same line and the hot paths never write the line
+  // of word_. A thread that owns a slot updates it with a plain load and
+  // store, not a locked read-modify-write (~4 ns saved per rejection); see
+  // circuit_breaker.cc. ---
+  struct alignas(64) SlotCounters {
+    // Rejections counted against the closed ([0]) and probe ([1]) metrics.
+    std::atomic<std::uint64_t> rejected[2] = {};
+    // Successes counted but not yet applied to the window. COUNT_BASED: how
+    // many, ever. TIME_BASED: high 32 bits the epoch second (mod 2^32) they
+    // were counted in, low 32 bits how many (CircuitBreaker::StripeSuccess()).
+    std::atomic<std::uint64_t> successes{0};
+    // Cumulative, for totals(): calls by OutcomeKind and their durations (ns).
+    std::atomic<std::uint64_t> calls[3] = {};
+    std::atomic<std::uint64_t> call_ns[3] = {};
+  };
+
+  // --- Read on every call; written only on transitions (or never), all in
+  // word_'s cache line: a success reads nothing else of the breaker
+  // itself, one line where there were two (docs/performance.md). ---
   // State (bits 0-3), flags (internal::k*Bit), state epoch (bits 32-63).
   // Written with release under Core::mu, read with acquire (or relaxed where
   // only the bits themselves matter); see src/circuit_breaker_core.h.
@@ -719,33 +743,18 @@ class CircuitBreaker {
   // (internal/system_clock.h). Beside the flags above, in their padding.
   const bool system_clock_;
   Clock& clock_;
-  const std::string name_;
-  const CircuitBreakerConfig config_;
-
-  // --- Counters written without the lock (rejections; deferred successes,
-  // see internal::kDeferSuccessBit), one cache line per writer slot, so that
-  // threads never write the same line and the hot paths never write the lines
-  // above. A thread that owns a slot updates it with a plain load and store,
-  // not a locked read-modify-write (~4 ns saved per rejection); see
-  // circuit_breaker.cc. ---
-  struct alignas(64) SlotCounters {
-    // Rejections counted against the closed ([0]) and probe ([1]) metrics.
-    std::atomic<std::uint64_t> rejected[2] = {};
-    // Successes counted but not yet applied to the window. COUNT_BASED: how
-    // many, ever. TIME_BASED: high 32 bits the epoch second (mod 2^32) they
-    // were counted in, low 32 bits how many (CircuitBreaker::StripeSuccess()).
-    std::atomic<std::uint64_t> successes{0};
-    // Cumulative, for totals(): calls by OutcomeKind and their durations (ns).
-    std::atomic<std::uint64_t> calls[3] = {};
-    std::atomic<std::uint64_t> call_ns[3] = {};
-  };
+  // One SlotCounters per writer slot (kSharedSlot + 1).
   const std::unique_ptr<SlotCounters[]> counters_;
+  // SetCallTimer(): written once, then read by every outcome.
+  std::atomic<CallTimer*> call_timer_{nullptr};
   // OutcomeOrder::kRelaxed only: each owned slot's deferred failures, on
   // lines of their own (src/relaxed_outcome_log.h). Null otherwise.
   const std::unique_ptr<internal::RelaxedOutcomeLog> relaxed_log_;
-  // SetCallTimer(): read on every call, written once; call_timer_owner_
-  // keeps it alive as long as the breaker.
-  std::atomic<CallTimer*> call_timer_{nullptr};
+  // --- Read off the hot paths. ---
+  const std::string name_;
+  const CircuitBreakerConfig config_;
+
+  // SetCallTimer()'s timer, kept alive as long as the breaker.
   std::shared_ptr<CallTimer> call_timer_owner_;
 
   // Everything else: the windows, half-open bookkeeping, listeners, timers.

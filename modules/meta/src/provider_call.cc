@@ -147,6 +147,7 @@ namespace {
 // `name`) returns, adding the default template first when it is missing (the
 // only way a lookup fails for a non-empty key). Two threads adding the same
 // default at once is harmless; add custom templates before the first call.
+// Returned as the lookup built it, never moved on a hit (BorrowedCircuits).
 template <typename Lookup>
 auto OrAddTemplate(Registry& registry, std::string_view name, CircuitBreakerConfig (*config)(),
                    const Lookup& lookup) {
@@ -156,7 +157,7 @@ auto OrAddTemplate(Registry& registry, std::string_view name, CircuitBreakerConf
     b = lookup(name);
   }
   if (!b) std::abort();  // a valid template and a non-empty key: a bug
-  return std::move(*b);
+  return b;
 }
 
 // The circuits' names are the key and these.
@@ -290,7 +291,7 @@ std::optional<std::variant<ProviderPermits, ProviderError>> AdmitFrom(
     outer.Ignore();
     return RejectionError(ConnCode::kConn008RateLimit, inner->error(), clock);
   }
-  return ProviderPermits(std::move(outer), *std::move(*inner), clock, coarse_now);
+  return ProviderPermits(std::move(outer), *std::move(*inner), coarse_now);
 }
 
 void ProviderPermits::Finish(const ProviderError* error) {
@@ -309,32 +310,36 @@ void ProviderPermits::FinishWithException() {
   outer_.Record(Outcome::Failure(elapsed));
 }
 
+namespace {
+
+// Both circuits, each borrowed by its lookup (a Borrow() given the template's
+// name) into the Result where it stays, transient first (a braced list is
+// evaluated in order).
+template <typename TransientLookup, typename QuotaLookup>
+BorrowedCircuits BorrowBoth(Registry& registry, const TransientLookup& transient,
+                            const QuotaLookup& quota) {
+  return {OrAddTemplate(registry, kTransientConfigName, &TransientCircuitConfig, transient),
+          OrAddTemplate(registry, kQuotaConfigName, &QuotaCircuitConfig, quota)};
+}
+
+}  // namespace
+
 BorrowedCircuits BorrowProviderCircuits(Registry& registry, std::string_view key,
                                         TimePoint coarse_now) {
   assert(!key.empty() && "a provider call needs a key (ProviderCircuitKey)");
   CircuitNames names(key);
-  BorrowedCircuits c;
-  const std::string_view transient = names.Transient();
-  c.transient = OrAddTemplate(
-      registry, kTransientConfigName, &TransientCircuitConfig,
-      [&](std::string_view name) { return registry.Borrow(transient, name, coarse_now); });
-  const std::string_view quota = names.Quota();
-  c.quota = OrAddTemplate(
-      registry, kQuotaConfigName, &QuotaCircuitConfig,
-      [&](std::string_view name) { return registry.Borrow(quota, name, coarse_now); });
-  return c;
+  return BorrowBoth(
+      registry,
+      [&](std::string_view name) { return registry.Borrow(names.Transient(), name, coarse_now); },
+      [&](std::string_view name) { return registry.Borrow(names.Quota(), name, coarse_now); });
 }
 
 BorrowedCircuits BorrowProviderCircuits(Registry& registry, const ProviderCircuitKeys& keys,
                                         TimePoint coarse_now) {
-  BorrowedCircuits c;
-  c.transient = OrAddTemplate(
-      registry, kTransientConfigName, &TransientCircuitConfig,
-      [&](std::string_view name) { return registry.Borrow(keys.transient(), name, coarse_now); });
-  c.quota = OrAddTemplate(
-      registry, kQuotaConfigName, &QuotaCircuitConfig,
+  return BorrowBoth(
+      registry,
+      [&](std::string_view name) { return registry.Borrow(keys.transient(), name, coarse_now); },
       [&](std::string_view name) { return registry.Borrow(keys.quota(), name, coarse_now); });
-  return c;
 }
 
 }  // namespace internal
@@ -350,22 +355,22 @@ ProviderCircuits GetProviderCircuits(Registry& registry, std::string_view key) {
   internal::CircuitNames names(key);
   ProviderCircuits c;
   const std::string_view transient = names.Transient();
-  c.transient =
-      internal::OrAddTemplate(registry, kTransientConfigName, &TransientCircuitConfig,
-                              [&](std::string_view name) { return registry.Get(transient, name); });
+  c.transient = *internal::OrAddTemplate(
+      registry, kTransientConfigName, &TransientCircuitConfig,
+      [&](std::string_view name) { return registry.Get(transient, name); });
   const std::string_view quota = names.Quota();
   c.quota =
-      internal::OrAddTemplate(registry, kQuotaConfigName, &QuotaCircuitConfig,
-                              [&](std::string_view name) { return registry.Get(quota, name); });
+      *internal::OrAddTemplate(registry, kQuotaConfigName, &QuotaCircuitConfig,
+                               [&](std::string_view name) { return registry.Get(quota, name); });
   return c;
 }
 
 ProviderCircuits GetProviderCircuits(Registry& registry, const ProviderCircuitKeys& keys) {
   ProviderCircuits c;
-  c.transient = internal::OrAddTemplate(
+  c.transient = *internal::OrAddTemplate(
       registry, kTransientConfigName, &TransientCircuitConfig,
       [&](std::string_view name) { return registry.Get(keys.transient(), name); });
-  c.quota = internal::OrAddTemplate(
+  c.quota = *internal::OrAddTemplate(
       registry, kQuotaConfigName, &QuotaCircuitConfig,
       [&](std::string_view name) { return registry.Get(keys.quota(), name); });
   return c;

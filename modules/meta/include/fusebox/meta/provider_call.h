@@ -216,13 +216,13 @@ Outcome QuotaOutcome(const ProviderError* error, Duration elapsed);
 // RunProviderCall reads the clock once for its lookups and the start.
 class ProviderPermits {
  public:
-  ProviderPermits(Permit outer, Permit inner, Clock& clock, TimePoint coarse_now)
+  // `coarse_now` is the circuits' clock's CoarseNow(), read by the caller.
+  ProviderPermits(Permit outer, Permit inner, TimePoint coarse_now)
       : outer_(std::move(outer)),
         inner_(std::move(inner)),
-        clock_(&clock),
-        precise_(outer_.breaker()->precise_call_timing() ||
-                 inner_.breaker()->precise_call_timing()),
-        start_(precise_ ? clock.Now() : coarse_now) {}
+        timer_(inner_.breaker()->precise_call_timing() ? inner_.breaker() : outer_.breaker()),
+        precise_(timer_->precise_call_timing()),
+        start_(precise_ ? timer_->CallTime() : coarse_now) {}
 
   // Records the call's result in both circuits: nullptr for a success. Once.
   void Finish(const ProviderError* error);
@@ -238,11 +238,14 @@ class ProviderPermits {
   void FinishWithException();
 
  private:
-  TimePoint Now() const { return precise_ ? clock_->Now() : clock_->CoarseNow(); }
+  // Precise when either circuit times precisely: the timer_'s CallTime().
+  TimePoint Now() const noexcept { return timer_->CallTime(); }
 
   Permit outer_;  // the transient circuit's
   Permit inner_;  // the quota circuit's
-  Clock* clock_;
+  // The circuit whose rule times the call: the quota's when it times
+  // precisely, else the transient's (both read the registry's clock).
+  const CircuitBreaker* timer_;
   bool precise_;
   TimePoint start_;
 };
@@ -266,9 +269,17 @@ std::optional<std::variant<ProviderPermits, ProviderError>> AdmitFrom(
     std::optional<Permit>& transient_permit, StoreWait wait);
 
 // The two breakers of a key, lent for one synchronous call (Registry::Borrow).
+// Each stays in the Result that Borrow() built it in: moved out right after
+// the out-of-line Borrow() returned, it was read in 16-byte loads that the
+// store buffer cannot forward from Borrow()'s 8-byte stores, a stall of a
+// fifth of a hot call (docs/performance.md, "The seed-000 call").
 struct BorrowedCircuits {
-  BorrowedBreaker transient;
-  BorrowedBreaker quota;
+  CircuitBreaker& transient() const noexcept { return **lent_transient; }
+  CircuitBreaker& quota() const noexcept { return **lent_quota; }
+
+  // Always values (BorrowProviderCircuits aborts otherwise).
+  Result<BorrowedBreaker> lent_transient;
+  Result<BorrowedBreaker> lent_quota;
 };
 // As GetProviderCircuits(), borrowed at `coarse_now` (registry.clock()
 // .CoarseNow(), read by the caller: Registry::Borrow); allocates nothing on a
@@ -280,22 +291,38 @@ BorrowedCircuits BorrowProviderCircuits(Registry& registry, std::string_view key
 BorrowedCircuits BorrowProviderCircuits(Registry& registry, const ProviderCircuitKeys& keys,
                                         TimePoint coarse_now);
 
-// `fn` under `permits`, its result recorded in both circuits.
+// Records, as it unwinds, an exception that stops a call
+// (ProviderPermits::FinishWithException()), unless disarmed.
+class FinishOnException {
+ public:
+  explicit FinishOnException(ProviderPermits& permits) noexcept : permits_(&permits) {}
+  FinishOnException(const FinishOnException&) = delete;
+  FinishOnException& operator=(const FinishOnException&) = delete;
+  ~FinishOnException() {
+    if (permits_ != nullptr) permits_->FinishWithException();
+  }
+  void Disarm() noexcept { permits_ = nullptr; }
+
+ private:
+  ProviderPermits* permits_;
+};
+
+// `fn` under `permits`, its result recorded in both circuits. A guard, not
+// a try block, records an exception: so `r` is built in the caller's return
+// slot, not copied there from a local (a 16-byte read of what `fn` had just
+// written in 8-byte stores, which stalls).
 template <typename F>
 auto RunAdmitted(ProviderPermits& permits, F& fn) -> std::invoke_result_t<F&> {
   using R = std::invoke_result_t<F&>;
-  try {
-    R r = fn();
-    if (r.has_value()) {
-      permits.FinishSuccess();
-    } else {
-      permits.Finish(&r.error());
-    }
-    return r;
-  } catch (...) {
-    permits.FinishWithException();
-    throw;
+  FinishOnException on_exception(permits);
+  R r = fn();
+  if (r.has_value()) {
+    permits.FinishSuccess();
+  } else {
+    permits.Finish(&r.error());
   }
+  on_exception.Disarm();
+  return r;
 }
 
 // RunProviderCall's body once its circuits are found at `now` (the read
@@ -308,7 +335,7 @@ auto RunOnCircuits(CircuitBreaker& transient, CircuitBreaker& quota, Clock& cloc
   // dropped, and Admit() decides as if it had not been asked.
   if (std::optional<Permit> outer = transient.TryAcquireIfClosed()) {
     if (std::optional<Permit> inner = quota.TryAcquireIfClosed()) {
-      ProviderPermits permits(*std::move(outer), *std::move(inner), clock, now);
+      ProviderPermits permits(*std::move(outer), *std::move(inner), now);
       return RunAdmitted(permits, fn);
     }
   }
@@ -449,7 +476,7 @@ auto RunProviderCall(Registry& registry, std::string_view key, F&& fn) -> std::i
   const TimePoint now = registry.CoarseNow();
   // Outlive the permits RunOnCircuits takes, so given back after them.
   const internal::BorrowedCircuits circuits = internal::BorrowProviderCircuits(registry, key, now);
-  return internal::RunOnCircuits(*circuits.transient, *circuits.quota, registry.clock(), now, fn);
+  return internal::RunOnCircuits(circuits.transient(), circuits.quota(), registry.clock(), now, fn);
 }
 
 // The same with kept keys (ProviderCircuitKeys): the cheapest call.
@@ -458,7 +485,7 @@ auto RunProviderCall(Registry& registry, const ProviderCircuitKeys& keys, F&& fn
     -> std::invoke_result_t<F&> {
   const TimePoint now = registry.CoarseNow();
   const internal::BorrowedCircuits circuits = internal::BorrowProviderCircuits(registry, keys, now);
-  return internal::RunOnCircuits(*circuits.transient, *circuits.quota, registry.clock(), now, fn);
+  return internal::RunOnCircuits(circuits.transient(), circuits.quota(), registry.clock(), now, fn);
 }
 
 }  // namespace fusebox::meta

@@ -73,6 +73,25 @@ inline HazardSlot* FreeHazardSlot() {
   return nullptr;
 }
 
+// Two free slots of the calling thread, or false (neither filled) when
+// fewer than two are free. The caller stores into both at once.
+inline bool FreeHazardSlots(HazardSlot*& first, HazardSlot*& second) {
+  ThreadRecord* r = this_thread_record;
+  if (r == nullptr) [[unlikely]]
+    r = &AttachThisThread();
+  HazardSlot* found = nullptr;
+  for (HazardSlot& s : r->slots) {
+    if (s.load(std::memory_order_relaxed) != nullptr) continue;
+    if (found != nullptr) {
+      first = found;
+      second = &s;
+      return true;
+    }
+    found = &s;
+  }
+  return false;
+}
+
 inline void LightBarrier() noexcept {
 #if defined(FUSEBOX_HAZARD_FENCES_ONLY)
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -391,6 +391,54 @@ Result<BorrowedBreaker> Registry::Borrow(const RegistryKey& key, std::string_vie
   return e;
 }
 
+// HintedHit() for two keys, each only where its hint says (a key without a
+// hint, or not there, sends the caller to the one-key path).
+[[gnu::always_inline]] inline bool Registry::HintedHits(const RegistryKey& first,
+                                                        const RegistryKey& second, TimePoint now,
+                                                        internal::HazardSlot& first_hazard,
+                                                        internal::HazardSlot& second_hazard,
+                                                        Entry*& first_entry,
+                                                        Entry*& second_entry) const {
+  auto* e1 =
+      static_cast<Entry*>(const_cast<void*>(first.hint_entry_.load(std::memory_order_relaxed)));
+  auto* e2 =
+      static_cast<Entry*>(const_cast<void*>(second.hint_entry_.load(std::memory_order_relaxed)));
+  if (e1 == nullptr || e2 == nullptr) return false;
+  if (!Table<Entry>::FindTwoAt(table_array_, first.hint_slot_.load(std::memory_order_relaxed), e1,
+                               first_hazard, second.hint_slot_.load(std::memory_order_relaxed), e2,
+                               second_hazard)) {
+    return false;
+  }
+  if (e1->serial != first.hint_serial_.load(std::memory_order_relaxed) ||
+      e2->serial != second.hint_serial_.load(std::memory_order_relaxed)) [[unlikely]] {
+    first_hazard.store(nullptr, std::memory_order_relaxed);
+    second_hazard.store(nullptr, std::memory_order_relaxed);
+    return false;
+  }
+  e1->Touch(now.time_since_epoch().count());
+  e2->Touch(now.time_since_epoch().count());
+  first_entry = e1;
+  second_entry = e2;
+  return true;
+}
+
+Registry::BorrowedPair Registry::BorrowPair(const RegistryKey& first, std::string_view first_config,
+                                            const RegistryKey& second,
+                                            std::string_view second_config, TimePoint coarse_now) {
+  internal::HazardSlot* h1 = nullptr;
+  internal::HazardSlot* h2 = nullptr;
+  Entry* e1 = nullptr;
+  Entry* e2 = nullptr;
+  if (internal::FreeHazardSlots(h1, h2) && HintedHits(first, second, coarse_now, *h1, *h2, e1, e2))
+      [[likely]] {
+    // After both lookups: both keys are fresh and held, so the sweep cannot
+    // drop either.
+    MaybeSweep(coarse_now);
+    return {BorrowedBreaker(e1->breaker.get(), h1), BorrowedBreaker(e2->breaker.get(), h2)};
+  }
+  return {Borrow(first, first_config, coarse_now), Borrow(second, second_config, coarse_now)};
+}
+
 Result<std::shared_ptr<CircuitBreaker>> Registry::GetHashed(std::uint64_t hash,
                                                             std::string_view key,
                                                             std::string_view config_name,

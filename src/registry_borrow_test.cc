@@ -4,6 +4,7 @@
 // (on any thread), a thread's fifth borrow at once still works, a
 // RegistryKey's remembered place is never taken for another entry, and
 // lookups racing every writer stay correct (run under tsan and asan).
+// BorrowPair() lends what two Borrow()s lend, under the same protections.
 
 #include <gtest/gtest.h>
 
@@ -185,8 +186,8 @@ TEST_F(RegistryBorrowTest, AMovedBorrowIsGivenBackOnceByItsLastHolder) {
   EXPECT_EQ(registry_->Sweep(), 1u) << "given back on another thread";
 }
 
-// Borrows (with calls on the lent breaker), Gets, Finds, Removes and sweeps
-// racing on a registry small enough to evict all the time. Half the lookups
+// Borrows (with calls on the lent breaker), pairs, Gets, Finds, Removes and
+// sweeps racing on a registry small enough to evict all the time. Half the lookups
 // go through RegistryKeys the threads share, so their hints are written and
 // checked by several threads while the entries they name move and go.
 TEST_F(RegistryBorrowTest, ConcurrentBorrowsAndWritersStayConsistent) {
@@ -211,7 +212,20 @@ TEST_F(RegistryBorrowTest, ConcurrentBorrowsAndWritersStayConsistent) {
         const unsigned id = rng() % 64;
         const std::string key = "k" + std::to_string(id);
         const unsigned op = rng() % 100;
-        if (op < 60) {
+        if (op < 10) {
+          // Two shared keys at once: each lent breaker must be its key's.
+          const unsigned id2 = rng() % 64;
+          Registry::BorrowedPair pair = registry_->BorrowPair(
+              shared_keys[id], "default", shared_keys[id2], "default", registry_->CoarseNow());
+          if (!testing::IsKeysBreaker(pair.first, key) ||
+              !testing::IsKeysBreaker(pair.second, shared_keys[id2].key())) {
+            ++wrong;
+            continue;
+          }
+          if (Result<Permit> p = (*pair.second)->TryAcquire()) p->Success(1ms);
+          if (op < 3) kept.push_back(std::move(*pair.first));
+          if (kept.size() > 6) kept.erase(kept.begin());
+        } else if (op < 60) {
           Result<BorrowedBreaker> b =
               op % 2 == 0 ? registry_->Borrow(shared_keys[id]) : registry_->Borrow(key);
           if (!b || ((*b)->name() != key && (*b)->name() != "overflow:default")) {
@@ -313,6 +327,140 @@ TEST_F(RegistryBorrowTest, OneKeyUsedWithTwoRegistriesGetsEachItsOwnBreaker) {
     EXPECT_NE(mine, theirs);
     EXPECT_EQ(mine, registry_->Find(key.key()).get());
     EXPECT_EQ(theirs, second->Find(key.key()).get());
+  }
+}
+
+// BorrowPair(): two kept keys at one clock read, as two Borrow()s.
+
+TEST_F(RegistryBorrowTest, APairLendsWhatTwoBorrowsLend) {
+  Build();
+  const RegistryKey a("meta:read:1:transient");
+  const RegistryKey b("meta:read:1:quota");
+  const TimePoint now = clock_.CoarseNow();
+  for (int round = 0; round < 3; ++round) {  // cold (both created), then by the hints
+    Registry::BorrowedPair pair = registry_->BorrowPair(a, "default", b, "default", now);
+    ASSERT_TRUE(pair.first.has_value()) << pair.first.error();
+    ASSERT_TRUE(pair.second.has_value()) << pair.second.error();
+    EXPECT_EQ((*pair.first)->name(), a.key());
+    EXPECT_EQ((*pair.second)->name(), b.key());
+    EXPECT_EQ(pair.first->get(), registry_->Find(a.key()).get());
+    EXPECT_EQ(pair.second->get(), registry_->Find(b.key()).get());
+  }
+  EXPECT_EQ(registry_->size(), 2u);
+  // One key twice: the same breaker, lent twice.
+  Registry::BorrowedPair twice = registry_->BorrowPair(b, "default", b, "default", now);
+  EXPECT_EQ(twice.first->get(), twice.second->get());
+  // Each miss creates from its own template, and fails alone.
+  ASSERT_TRUE(registry_->AddConfig("quota", {}).ok());
+  const RegistryKey c("meta:read:2:quota");
+  Registry::BorrowedPair mixed = registry_->BorrowPair(a, "no-such-template", c, "quota", now);
+  EXPECT_EQ(mixed.first->get(), registry_->Find(a.key()).get()) << "a hit: the template unused";
+  ASSERT_TRUE(mixed.second.has_value());
+  EXPECT_EQ((*mixed.second)->name(), c.key());
+  const RegistryKey d("meta:read:3:quota");
+  Registry::BorrowedPair missing = registry_->BorrowPair(a, "default", d, "no-such", now);
+  EXPECT_TRUE(missing.first.has_value());
+  EXPECT_EQ(missing.second.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_->Find(d.key()), nullptr);
+}
+
+TEST_F(RegistryBorrowTest, APairIsAUseOfBothKeysAtTheCallersTime) {
+  Build();
+  const RegistryKey a("a");
+  const RegistryKey b("b");
+  const TimePoint created = clock_.CoarseNow();
+  (void)registry_->BorrowPair(a, "default", b, "default", created);  // creates both
+  (void)registry_->BorrowPair(a, "default", b, "default", created);  // finds them: the hints
+  (void)Borrow("c");
+  // Each pair below goes by the hints. It touches both keys, then runs the
+  // idle sweep when one is due (once a minute): at 10 min nothing is idle,
+  // at 16 min "c" is (the idle timeout is 15 min), "a" and "b" just used.
+  clock_.Advance(10min);
+  (void)registry_->BorrowPair(a, "default", b, "default", clock_.CoarseNow());
+  EXPECT_TRUE(dropped_.empty());
+  clock_.Advance(6min);
+  (void)registry_->BorrowPair(a, "default", b, "default", clock_.CoarseNow());
+  EXPECT_EQ(dropped_, std::vector<std::string>{"c"}) << "the pair ran the sweep that was due";
+  // At the time given, not at a read of its own: as old as the entries,
+  // both are idle at the next sweep.
+  clock_.Advance(10min);
+  (void)registry_->BorrowPair(b, "default", a, "default", created);
+  EXPECT_EQ(registry_->Sweep(), 2u);
+}
+
+TEST_F(RegistryBorrowTest, ALentPairIsInUseUntilGivenBack) {
+  Build();
+  const RegistryKey a("a");
+  const RegistryKey b("b");
+  std::weak_ptr<CircuitBreaker> weak_a = *registry_->Get(a);
+  std::weak_ptr<CircuitBreaker> weak_b = *registry_->Get(b);
+  Registry::BorrowedPair pair =
+      registry_->BorrowPair(a, "default", b, "default", clock_.CoarseNow());
+  clock_.Advance(16min);
+  EXPECT_EQ(registry_->Sweep(), 0u) << "both lent";
+  EXPECT_TRUE(registry_->Remove("a"));
+  EXPECT_TRUE(registry_->Remove("b"));
+  registry_->Sweep();
+  ASSERT_FALSE(weak_a.expired()) << "freed while lent";
+  ASSERT_FALSE(weak_b.expired()) << "freed while lent";
+  for (Result<BorrowedBreaker>* lent : {&pair.first, &pair.second}) {
+    Result<Permit> p = (**lent)->TryAcquire();  // asan: no use after free
+    ASSERT_TRUE(p.has_value());
+    p->Success(1ms);
+  }
+  pair.first = BorrowedBreaker();
+  registry_->Sweep();
+  EXPECT_TRUE(weak_a.expired());
+  EXPECT_FALSE(weak_b.expired()) << "the second is still lent";
+  pair.second = BorrowedBreaker();
+  registry_->Sweep();
+  EXPECT_TRUE(weak_b.expired());
+}
+
+TEST_F(RegistryBorrowTest, APairWithFewerThanTwoFreeSlotsIsStillLentAndProtected) {
+  Build();
+  const RegistryKey a("a");
+  const RegistryKey b("b");
+  std::vector<BorrowedBreaker> lent;
+  for (std::size_t taken = 3; taken <= 4; ++taken) {  // one slot left, then none
+    (void)registry_->BorrowPair(a, "default", b, "default", clock_.CoarseNow());  // hints set
+    while (lent.size() < taken) lent.push_back(Borrow("k" + std::to_string(lent.size())));
+    std::weak_ptr<CircuitBreaker> weak_a = registry_->Find("a");
+    std::weak_ptr<CircuitBreaker> weak_b = registry_->Find("b");
+    Registry::BorrowedPair pair =
+        registry_->BorrowPair(a, "default", b, "default", clock_.CoarseNow());
+    EXPECT_EQ(pair.first->get(), weak_a.lock().get()) << taken << " slots taken";
+    EXPECT_EQ(pair.second->get(), weak_b.lock().get()) << taken << " slots taken";
+    ASSERT_TRUE(registry_->Remove("a"));
+    ASSERT_TRUE(registry_->Remove("b"));
+    registry_->Sweep();
+    EXPECT_FALSE(weak_a.expired()) << "freed while lent, " << taken << " slots taken";
+    EXPECT_FALSE(weak_b.expired()) << "freed while lent, " << taken << " slots taken";
+    pair.first = BorrowedBreaker();
+    pair.second = BorrowedBreaker();
+    registry_->Sweep();
+    EXPECT_TRUE(weak_a.expired());
+    EXPECT_TRUE(weak_b.expired());
+  }
+}
+
+TEST_F(RegistryBorrowTest, APairsHintsAreNotTakenForEntriesAllocatedWhereTheirsWere) {
+  // Either key's entry dropped and another key's allocated where it was: the
+  // pair must notice from that key's serial, whichever of the two it is.
+  Build();
+  for (int stale = 0; stale < 2; ++stale) {
+    const RegistryKey first("meta:read:act_" + std::to_string(stale) + ":transient");
+    const RegistryKey second("meta:read:act_" + std::to_string(stale) + ":quota____");
+    const RegistryKey& gone = stale == 0 ? first : second;
+    (void)registry_->BorrowPair(first, "default", second, "default", clock_.CoarseNow());
+    ASSERT_TRUE(registry_->Remove(gone.key()));
+    const std::string other = SameHomeSlot(gone.key());
+    ASSERT_TRUE(registry_->Get(other).has_value());
+    Registry::BorrowedPair pair =
+        registry_->BorrowPair(first, "default", second, "default", clock_.CoarseNow());
+    EXPECT_EQ((*pair.first)->name(), first.key()) << "stale " << stale;
+    EXPECT_EQ((*pair.second)->name(), second.key()) << "stale " << stale;
+    EXPECT_EQ(registry_->Find(other)->name(), other);
   }
 }
 

@@ -1,6 +1,7 @@
 // fusebox::Registry against an explicit reference model of its eviction, on
 // a ManualClock, step by step: random Gets (hits and insertions), Finds,
-// holds, failures, overrides, Removes, sweeps and clock steps.
+// holds, borrows (one key, or two through BorrowPair), failures, overrides,
+// Removes, sweeps and clock steps.
 //
 // Where src/registry_test.cc's model checks what seed 000 promises (nothing
 // protected is dropped, the bounds hold), this one predicts each drop exactly:
@@ -168,6 +169,8 @@ class ExactRegistryModel {
       m.lent = BorrowedBreaker();
     } else if (Pick(2) == 0) {
       m.held = registry_->Find(key);
+    } else if (Pick(2) == 0) {
+      DoBorrowPair(key);
     } else {
       events_.clear();
       Result<BorrowedBreaker> b = registry_->Borrow(key);
@@ -177,6 +180,32 @@ class ExactRegistryModel {
       m.lent = std::move(*b);
       m.last_get = clock_.Now();
     }
+  }
+
+  // Borrows `key` (held by nobody) together with another existing key
+  // through BorrowPair(): a use of both, at the time given. Through kept
+  // keys, so that their hints go stale as entries go and come back.
+  void DoBorrowPair(const std::string& key) {
+    const std::string other = "provider:read:" + std::to_string(Pick(kUniverse)) + ":quota";
+    auto it = model_.find(other);
+    if (it == model_.end() || it->second.held || it->second.lent) return;
+    events_.clear();
+    Registry::BorrowedPair pair =
+        registry_->BorrowPair(Kept(key), "default", Kept(other), "default", clock_.CoarseNow());
+    ASSERT_TRUE(pair.first.has_value()) << pair.first.error();
+    ASSERT_TRUE(pair.second.has_value()) << pair.second.error();
+    EXPECT_EQ(pair.first->get(), model_.at(key).breaker.lock().get()) << "BorrowPair " << key;
+    EXPECT_EQ(pair.second->get(), it->second.breaker.lock().get()) << "BorrowPair " << other;
+    EXPECT_TRUE(events_.empty()) << "a borrowed hit emitted an event";
+    model_.at(key).last_get = clock_.Now();
+    it->second.last_get = clock_.Now();
+    if (other == key) return;  // one key twice: given back at once
+    model_.at(key).lent = std::move(*pair.first);
+    it->second.lent = std::move(*pair.second);
+  }
+
+  const RegistryKey& Kept(const std::string& key) {
+    return kept_.try_emplace(key, key).first->second;
   }
 
   void DoFail(const std::string& key) {
@@ -257,9 +286,10 @@ class ExactRegistryModel {
   std::mt19937 rng_;
   std::vector<Event> events_;
   std::map<std::string, Entry> model_;
-  std::list<std::string> queue_;        // front: most recently queued
-  std::list<std::string> set_aside_;    // front: most recently set aside
-  std::unique_ptr<Registry> registry_;  // after clock_: destroyed first
+  std::map<std::string, RegistryKey> kept_;  // their hints outlive entries
+  std::list<std::string> queue_;             // front: most recently queued
+  std::list<std::string> set_aside_;         // front: most recently set aside
+  std::unique_ptr<Registry> registry_;       // after clock_: destroyed first
 };
 
 TEST(RegistryExactModel, EveryDropIsTheOneTheReferenceModelPredicts) {

@@ -17,6 +17,11 @@ inline bool IsKeysBreaker(const Result<std::shared_ptr<CircuitBreaker>>& b,
   return b && ((*b)->name() == key || (*b)->name() == "overflow:default");
 }
 
+// The same for a borrow.
+inline bool IsKeysBreaker(const Result<BorrowedBreaker>& b, const std::string& key) {
+  return b && ((*b)->name() == key || (*b)->name() == "overflow:default");
+}
+
 // For op in [0, 100) past a test's own operations: Find (below 85), Remove
 // (below 97) or Sweep; a Find that answers another key's breaker is wrong.
 inline void FindRemoveOrSweep(Registry& registry, const std::string& key, unsigned op,

@@ -133,6 +133,32 @@ class Table {
     return nullptr;
   }
 
+  // FindAt() for two entries at once, with one hazard check: `e1` in `h1`
+  // and `e2` in `h2` if slots `i1` and `i2` of the current array hold them;
+  // else false with both hazards clear.
+  [[gnu::always_inline]] static bool FindTwoAt(const std::atomic<void*>& current, std::size_t i1,
+                                               Entry* e1, internal::HazardSlot& h1, std::size_t i2,
+                                               Entry* e2, internal::HazardSlot& h2) noexcept {
+    const Array* a = Load(current);
+    if (i1 > a->mask || i2 > a->mask) return false;
+    const Slot& s1 = a->slots()[i1];
+    const Slot& s2 = a->slots()[i2];
+    if (s1.entry.load(std::memory_order_acquire) != e1 ||
+        s2.entry.load(std::memory_order_acquire) != e2) {
+      return false;
+    }
+    h1.store(e1, std::memory_order_relaxed);
+    h2.store(e2, std::memory_order_relaxed);
+    internal::LightBarrier();
+    if (Load(current) == a && s1.entry.load(std::memory_order_acquire) == e1 &&
+        s2.entry.load(std::memory_order_acquire) == e2) {
+      return true;
+    }
+    h1.store(nullptr, std::memory_order_relaxed);
+    h2.store(nullptr, std::memory_order_relaxed);
+    return false;
+  }
+
   // Under Impl::mu only, as are Erase() and ForEach().
   void Insert(Entry* e) {
     const Array& a = Current();

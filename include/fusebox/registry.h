@@ -296,6 +296,19 @@ class Registry {
   Result<BorrowedBreaker> Borrow(const RegistryKey& key, std::string_view config_name,
                                  TimePoint coarse_now);
 
+  // Two kept keys for one call, at one clock read: the same as
+  // Borrow(first, first_config, coarse_now) then Borrow(second, second_config,
+  // coarse_now), for a caller whose every call uses two breakers (seed 000's
+  // transient and quota circuits). When both are found where their keys were
+  // found last, one pass lends both: one hazard check, one sweep check.
+  struct BorrowedPair {
+    Result<BorrowedBreaker> first;
+    Result<BorrowedBreaker> second;
+  };
+  BorrowedPair BorrowPair(const RegistryKey& first, std::string_view first_config,
+                          const RegistryKey& second, std::string_view second_config,
+                          TimePoint coarse_now);
+
   // The breaker for `key` if it exists; does not count as a use.
   std::shared_ptr<CircuitBreaker> Find(std::string_view key) const;
 
@@ -337,6 +350,12 @@ class Registry {
   Entry* Hit(std::uint64_t hash, std::string_view key, TimePoint now,
              std::atomic<const void*>* hazard) const;
   Entry* HintedHit(const RegistryKey& key, TimePoint now, std::atomic<const void*>* hazard) const;
+  // Both keys' entries where their hints say, published in `first_hazard`
+  // and `second_hazard` and touched; false, with both hazards clear, when
+  // either is not there.
+  bool HintedHits(const RegistryKey& first, const RegistryKey& second, TimePoint now,
+                  std::atomic<const void*>& first_hazard, std::atomic<const void*>& second_hazard,
+                  Entry*& first_entry, Entry*& second_entry) const;
   Result<Lent> Miss(std::uint64_t hash, std::string_view key, std::string_view config_name,
                     TimePoint now);
   Result<Lent> Insert(std::uint64_t hash, std::string_view key, std::string_view config_name,

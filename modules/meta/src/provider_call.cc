@@ -318,8 +318,24 @@ namespace {
 template <typename TransientLookup, typename QuotaLookup>
 BorrowedCircuits BorrowBoth(Registry& registry, const TransientLookup& transient,
                             const QuotaLookup& quota) {
-  return {OrAddTemplate(registry, kTransientConfigName, &TransientCircuitConfig, transient),
-          OrAddTemplate(registry, kQuotaConfigName, &QuotaCircuitConfig, quota)};
+  return {{OrAddTemplate(registry, kTransientConfigName, &TransientCircuitConfig, transient),
+           OrAddTemplate(registry, kQuotaConfigName, &QuotaCircuitConfig, quota)}};
+}
+
+// A circuit BorrowPair() did not lend (its template missing: the first
+// call of a process), borrowed as BorrowBoth() does, transient first.
+[[gnu::noinline]] void AddTemplatesAndBorrow(Registry& registry, const ProviderCircuitKeys& keys,
+                                             TimePoint coarse_now, Registry::BorrowedPair& lent) {
+  if (!lent.first) {
+    lent.first = OrAddTemplate(
+        registry, kTransientConfigName, &TransientCircuitConfig,
+        [&](std::string_view name) { return registry.Borrow(keys.transient(), name, coarse_now); });
+  }
+  if (!lent.second) {
+    lent.second = OrAddTemplate(
+        registry, kQuotaConfigName, &QuotaCircuitConfig,
+        [&](std::string_view name) { return registry.Borrow(keys.quota(), name, coarse_now); });
+  }
 }
 
 }  // namespace
@@ -336,10 +352,12 @@ BorrowedCircuits BorrowProviderCircuits(Registry& registry, std::string_view key
 
 BorrowedCircuits BorrowProviderCircuits(Registry& registry, const ProviderCircuitKeys& keys,
                                         TimePoint coarse_now) {
-  return BorrowBoth(
-      registry,
-      [&](std::string_view name) { return registry.Borrow(keys.transient(), name, coarse_now); },
-      [&](std::string_view name) { return registry.Borrow(keys.quota(), name, coarse_now); });
+  // Both at once (one hazard check), built in place and returned so.
+  BorrowedCircuits c{registry.BorrowPair(keys.transient(), kTransientConfigName, keys.quota(),
+                                         kQuotaConfigName, coarse_now)};
+  if (!c.lent.first || !c.lent.second) [[unlikely]]
+    AddTemplatesAndBorrow(registry, keys, coarse_now, c.lent);
+  return c;
 }
 
 }  // namespace internal

@@ -394,6 +394,7 @@ TEST_F(RegistryBorrowTest, ALentPairIsInUseUntilGivenBack) {
   const RegistryKey b("b");
   std::weak_ptr<CircuitBreaker> weak_a = *registry_->Get(a);
   std::weak_ptr<CircuitBreaker> weak_b = *registry_->Get(b);
+  (void)registry_->BorrowPair(a, "default", b, "default", clock_.CoarseNow());  // the hints
   Registry::BorrowedPair pair =
       registry_->BorrowPair(a, "default", b, "default", clock_.CoarseNow());
   clock_.Advance(16min);
@@ -447,13 +448,15 @@ TEST_F(RegistryBorrowTest, APairWithFewerThanTwoFreeSlotsIsStillLentAndProtected
 TEST_F(RegistryBorrowTest, APairsHintsAreNotTakenForEntriesAllocatedWhereTheirsWere) {
   // Either key's entry dropped and another key's allocated where it was: the
   // pair must notice from that key's serial, whichever of the two it is.
-  Build();
   for (int stale = 0; stale < 2; ++stale) {
-    const RegistryKey first("meta:read:act_" + std::to_string(stale) + ":transient");
-    const RegistryKey second("meta:read:act_" + std::to_string(stale) + ":quota____");
+    Build();  // a fresh registry each time, as in the one-key test above
+    const RegistryKey first("meta:read:act_1:transient");
+    const RegistryKey second("meta:read:act_1:quota");
     const RegistryKey& gone = stale == 0 ? first : second;
     (void)registry_->BorrowPair(first, "default", second, "default", clock_.CoarseNow());
+    (void)registry_->BorrowPair(first, "default", second, "default", clock_.CoarseNow());
     ASSERT_TRUE(registry_->Remove(gone.key()));
+    ASSERT_EQ(registry_->size(), 1u);
     const std::string other = SameHomeSlot(gone.key());
     ASSERT_TRUE(registry_->Get(other).has_value());
     Registry::BorrowedPair pair =

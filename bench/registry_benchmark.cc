@@ -1,6 +1,7 @@
 // Registry benchmarks: hits on a registry holding 5,000 breakers (a hot 64
 // and all 5,000 in a scattered order, by string_view and by RegistryKey,
-// through Get() (a shared_ptr) and Borrow() (a lent breaker)),
+// through Get() (a shared_ptr), Borrow() (a lent breaker) and BorrowPair()
+// (two kept keys lent at once)),
 // with the yardsticks measured in the same run (an uncontended fetch_add and
 // a shared_ptr copy, the least a hit that returns a shared_ptr costs), and
 // insertions of 1,000,000 distinct keys whose breakers all trip OPEN (nothing
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -50,7 +52,9 @@ std::vector<int> Scattered(int thread) { return bench::ScatteredIds(thread, kKey
 
 // kBorrowAt: Borrow(key, config, coarse_now) with one clock read for every
 // two lookups, as seed 000's call reads it once for its two circuits.
-enum class Hit { kGet, kBorrow, kBorrowAt };
+// kBorrowPair: the same two lookups as one BorrowPair() (an iteration is a
+// pair: two lookups, counted as two items).
+enum class Hit { kGet, kBorrow, kBorrowAt, kBorrowPair };
 
 template <typename K, Hit kHit = Hit::kGet>
 void Lookups(benchmark::State& state, const std::vector<int>& ids) {
@@ -69,17 +73,23 @@ void Lookups(benchmark::State& state, const std::vector<int>& ids) {
     } else if constexpr (kHit == Hit::kBorrow) {
       Result<BorrowedBreaker> b = registry.Borrow(keys[i]);
       benchmark::DoNotOptimize(b);
-    } else {
+    } else if constexpr (kHit == Hit::kBorrowAt) {
       if ((i & 1) == 0) now = registry.CoarseNow();
       Result<BorrowedBreaker> b = registry.Borrow(keys[i], "default", now);
       benchmark::DoNotOptimize(b);
+    } else {
+      Registry::BorrowedPair b =
+          registry.BorrowPair(keys[i], "default", keys[i + 1], "default", registry.CoarseNow());
+      benchmark::DoNotOptimize(b);
+      ++i;  // n is even
     }
     if (++i == n) i = 0;
   }
+  const std::int64_t lookups = kHit == Hit::kBorrowPair ? 2 : 1;
   state.counters["allocs_per_call"] =
       benchmark::Counter(static_cast<double>(bench::Allocations() - allocs_before) /
-                         static_cast<double>(state.iterations()));
-  state.SetItemsProcessed(state.iterations());
+                         static_cast<double>(state.iterations() * lookups));
+  state.SetItemsProcessed(state.iterations() * lookups);
 }
 
 void BM_Registry_Hot64(benchmark::State& state) {
@@ -112,6 +122,12 @@ void BM_Registry_Hot64_RegistryKey_BorrowAt(benchmark::State& state) {
 void BM_Registry_Scattered5000_RegistryKey_BorrowAt(benchmark::State& state) {
   Lookups<RegistryKey, Hit::kBorrowAt>(state, Scattered(state.thread_index()));
 }
+void BM_Registry_Hot64_RegistryKey_BorrowPair(benchmark::State& state) {
+  Lookups<RegistryKey, Hit::kBorrowPair>(state, Hot(state.thread_index()));
+}
+void BM_Registry_Scattered5000_RegistryKey_BorrowPair(benchmark::State& state) {
+  Lookups<RegistryKey, Hit::kBorrowPair>(state, Scattered(state.thread_index()));
+}
 BENCHMARK(BM_Registry_Hot64)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Scattered5000)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Hot64_RegistryKey)->Threads(1)->Threads(2)->UseRealTime();
@@ -122,6 +138,8 @@ BENCHMARK(BM_Registry_Hot64_RegistryKey_Borrow)->Threads(1)->Threads(2)->UseReal
 BENCHMARK(BM_Registry_Scattered5000_RegistryKey_Borrow)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Hot64_RegistryKey_BorrowAt)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Scattered5000_RegistryKey_BorrowAt)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Registry_Hot64_RegistryKey_BorrowPair)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Registry_Scattered5000_RegistryKey_BorrowPair)->Threads(1)->Threads(2)->UseRealTime();
 
 // Yardsticks, in the same run. An uncontended atomic increment:
 void BM_Registry_Baseline_FetchAdd(benchmark::State& state) {

@@ -170,23 +170,40 @@ struct alignas(64) CircuitBreaker::Core {
 
   // --- Protected by mu: the windows and what a failure in CLOSED touches
   // (first, so that it spans as few cache lines as possible: a line moving
-  // between cores costs ~200 ns here). ---
-  int consecutive_failures FUSEBOX_GUARDED_BY(mu) = 0;
-  // Sum of the slot counters' deferred successes already in the window
-  // (OutcomeOrder::kRelaxed: the shared slot's only).
-  std::uint64_t successes_applied FUSEBOX_GUARDED_BY(mu) = 0;
-  // OutcomeOrder::kRelaxed: each owned slot's deferred successes and
-  // failures already in the window (relaxed_outcome_log.h, invariant 2).
-  // TIME_BASED: each owned slot's successes word as the last fold applied it.
-  std::uint64_t slot_successes_applied[cb_internal::kOwnedSlots] FUSEBOX_GUARDED_BY(mu) = {};
-  std::uint64_t slot_failures_applied[cb_internal::kOwnedSlots] FUSEBOX_GUARDED_BY(mu) = {};
+  // between cores costs ~200 ns here). With mu, the four fields below and
+  // owned slots 0 and 1 fill the first line (16 + 2 x 24 bytes), and the
+  // closed window's hot fields (88 bytes) take two more: what a lock holder
+  // writes with two threads is three lines, in either order (kRelaxed wrote
+  // five before; docs/performance.md, "Three lines a grant"). Measured, not
+  // guessed: the window one line further on (aligned to a line) left
+  // kRelaxed as it is and cost the default order a third of its two-thread
+  // throughput. ---
   // Set while TransitionLocked() runs: folds leave deferred failures (and
   // what their threads reported after them) for after the transition.
   bool hold_deferred_failures FUSEBOX_GUARDED_BY(mu) = false;
   // OutcomeOrder::kRelaxed: a bit per owned slot whose thread was granted an
   // allowance (or asked for one and found none free) since the last
   // withdrawal; GrantLocked() shares the room among them.
-  std::uint32_t allowance_seekers FUSEBOX_GUARDED_BY(mu) = 0;
+  std::uint8_t allowance_seekers FUSEBOX_GUARDED_BY(mu) = 0;
+  static_assert(cb_internal::kOwnedSlots <= 8, "a bit per owned slot in allowance_seekers");
+  int consecutive_failures FUSEBOX_GUARDED_BY(mu) = 0;
+  // Sum of the slot counters' deferred successes already in the window
+  // (OutcomeOrder::kRelaxed: the shared slot's only).
+  std::uint64_t successes_applied FUSEBOX_GUARDED_BY(mu) = 0;
+  // What the lock holder keeps of owned slot i, written by folds and grants.
+  struct SlotFold {
+    // OutcomeOrder::kRelaxed: the slot's deferred successes and failures
+    // already in the window (relaxed_outcome_log.h, invariant 2). TIME_BASED:
+    // the slot's successes word as the last fold applied it.
+    std::uint64_t successes_applied = 0;
+    std::uint64_t failures_applied = 0;
+    // OutcomeOrder::kRelaxed: the slot's limit as the last grant or
+    // withdrawal set it (what the log's limit holds): a grant reads these,
+    // next to the fields it writes, rather than the other threads' limit
+    // lines in the log.
+    std::uint64_t limit = 0;
+  };
+  SlotFold slot_folds[cb_internal::kOwnedSlots] FUSEBOX_GUARDED_BY(mu) = {};
   internal::SlidingWindow closed_window FUSEBOX_GUARDED_BY(mu);
   // Resilience4j's half-open metrics: COUNT_BASED of size permitted, whatever
   // the closed window's type.

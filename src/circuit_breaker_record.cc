@@ -46,6 +46,13 @@ void CircuitBreaker::RecordGeneral(std::uint32_t epoch, bool half_open_slot,
   // kRelaxed folds slot by slot, under the lock.
   const std::uint64_t successes_seen = core_->stripes || relaxed_order_ ? 0 : core_->SumSuccesses();
   {
+    // The closed window's two hot lines, which the last lock holder (another
+    // thread, when two fail at once) has most likely written: asked for, for
+    // writing, while the lock's own line is on its way, rather than one after
+    // the other under the lock (docs/performance.md, "Three lines a grant").
+    const char* window = reinterpret_cast<const char*>(&core_->closed_window);
+    __builtin_prefetch(window, 1);
+    __builtin_prefetch(window + 64, 1);
     internal::SpinMutexLock lock(&core_->mu);
     const std::int64_t second = SecondOf(CoarseNow());
     const std::uint64_t word = word_.load(std::memory_order_relaxed);
@@ -231,7 +238,7 @@ void CircuitBreaker::Core::FoldDeferredSuccessesLocked(std::int64_t second, std:
   for (int i = 0; i < kOwnedSlots; ++i) {
     std::atomic<std::uint64_t>& w = cb.counters_[i].successes;
     const std::uint64_t v = w.load(std::memory_order_acquire);
-    std::uint64_t& applied = slot_successes_applied[i];
+    std::uint64_t& applied = slot_folds[i].successes_applied;
     if (v != applied) {
       // A new owner of a slot keeps its predecessor's word: same rule.
       const std::int64_t n = static_cast<std::int64_t>((v & kLow32) - (applied & kLow32));
@@ -357,6 +364,7 @@ void CircuitBreaker::Core::PublishLocked(State state, std::uint32_t epoch, bool 
   // (relaxed_outcome_log.h, invariant 4) makes sure that either this fold
   // finds it or its thread settles it (SettleDeferred()).
   log().WithdrawAndPublish(cb.word_, word);
+  for (SlotFold& fold : slot_folds) fold.limit = 0;
   allowance_seekers = 0;  // Learnt again from the threads that come back.
   // Failures counted over an allowance withdrawn for being too large could
   // reach the threshold: decided on as they go in.

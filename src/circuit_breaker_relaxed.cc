@@ -82,8 +82,8 @@ int CircuitBreaker::Core::FoldSlotLocked(int i, std::int64_t second, bool decide
     const int bulk = FoldSlotInBulkLocked(i, snap, second);
     if (bulk >= 0) return bulk;
   }
-  std::uint64_t& done = slot_successes_applied[i];
-  std::uint64_t& next = slot_failures_applied[i];
+  std::uint64_t& done = slot_folds[i].successes_applied;
+  std::uint64_t& next = slot_folds[i].failures_applied;
   while (next < snap.failures) {
     const RelaxedOutcomeLog::Failure f = log().Entry(i, next, done);
     if (f.place > snap.successes) break;
@@ -117,8 +117,8 @@ int CircuitBreaker::Core::FoldSlotLocked(int i, std::int64_t second, bool decide
 // the failures applied, or -1 if the slot needs the replay.
 int CircuitBreaker::Core::FoldSlotInBulkLocked(int i, const RelaxedOutcomeLog::Snapshot& snap,
                                                std::int64_t second) {
-  std::uint64_t& done = slot_successes_applied[i];
-  std::uint64_t& next = slot_failures_applied[i];
+  std::uint64_t& done = slot_folds[i].successes_applied;
+  std::uint64_t& next = slot_folds[i].failures_applied;
   const std::uint64_t word = cb.word_.load(std::memory_order_relaxed);
   if (hold_deferred_failures || StateOf(word) != State::kClosed ||
       closed_window.type() != SlidingWindowType::kCountBased || !closed_window.full() ||
@@ -212,14 +212,14 @@ bool CircuitBreaker::Core::GrantLocked(const internal::WindowTotals& t) {
   std::int64_t others = 0;
   std::int64_t mine = 0;
   const bool owned = self >= 0 && self < kOwnedSlots;
-  if (owned) allowance_seekers |= std::uint32_t{1} << self;
+  if (owned) allowance_seekers |= static_cast<std::uint8_t>(1u << self);
   // The slots that share the room: those holding an allowance, and those
   // that sought one since the last withdrawal (a thread that found nothing
   // free must get its share at the others' next grants, not starve).
   std::uint32_t sharing = allowance_seekers;
   for (int i = 0; i < kOwnedSlots; ++i) {
-    const std::uint64_t limit = log().Limit(i);
-    const std::uint64_t applied = slot_failures_applied[i];
+    const std::uint64_t limit = slot_folds[i].limit;
+    const std::uint64_t applied = slot_folds[i].failures_applied;
     const std::int64_t out = limit > applied ? static_cast<std::int64_t>(limit - applied) : 0;
     if (i == self) {
       mine = out;
@@ -243,7 +243,8 @@ bool CircuitBreaker::Core::GrantLocked(const internal::WindowTotals& t) {
     const std::int64_t holders = std::max(std::popcount(sharing), 2);
     const std::int64_t fair = std::min<std::int64_t>(kEntries, (room + holders - 1) / holders);
     const std::int64_t share = std::min(free, std::max(mine, fair));
-    log().SetLimit(self, slot_failures_applied[self] + static_cast<std::uint64_t>(share));
+    slot_folds[self].limit = slot_folds[self].failures_applied + static_cast<std::uint64_t>(share);
+    log().SetLimit(self, slot_folds[self].limit);
   }
   return room > 0;
 }

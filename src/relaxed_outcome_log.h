@@ -22,9 +22,9 @@
 //     failure that crosses.
 //  2. Each logged failure is applied exactly once, and under the lock: slot
 //     i's failures are applied in count order, and the lock holder's
-//     slot_failures_applied[i] is the number applied so far. It is advanced
-//     before the failure is applied (a transition the failure causes folds
-//     again and must not apply it twice).
+//     slot_folds[i].failures_applied is the number applied so far. It is
+//     advanced before the failure is applied (a transition the failure
+//     causes folds again and must not apply it twice).
 //  3. A slot's failures enter among its own successes where its thread
 //     reported them: entry n holds the slot's deferred-success count when
 //     failure n was counted (its place). A fold reads the successes (acquire)
@@ -141,7 +141,7 @@ class RelaxedOutcomeLog {
     // Acquire: the limit read below is at least as new as this count.
     const std::uint64_t withdrawals = withdrawals_.load(std::memory_order_acquire);
     const std::uint64_t n = s.count.load(std::memory_order_relaxed);
-    if (n >= limits_[slot].load(std::memory_order_relaxed)) return Counted::kNoAllowance;
+    if (n >= limits_[slot].value.load(std::memory_order_relaxed)) return Counted::kNoAllowance;
     Hook(RelaxedLogPoint::kAllowanceRead);
     const std::uint64_t position = successes.load(std::memory_order_relaxed);
     s.entry[n % kEntries].store(
@@ -163,19 +163,18 @@ class RelaxedOutcomeLog {
 
   // --- The lock holder's side (the breaker's lock held) ---
 
-  // Slot `slot` may count failure number n only while n < Limit(slot).
-  std::uint64_t Limit(int slot) const noexcept {
-    return limits_[slot].load(std::memory_order_relaxed);
-  }
+  // Slot `slot` may count failure number n only while n < limit. The lock
+  // holder keeps its own copy of every slot's limit (Core::slot_folds) and
+  // never reads these back.
   void SetLimit(int slot, std::uint64_t limit) noexcept {
-    limits_[slot].store(limit, std::memory_order_relaxed);
+    limits_[slot].value.store(limit, std::memory_order_relaxed);
   }
 
   // Withdraws every allowance and publishes `word` (without
   // kDeferFailureBit, or of a new epoch): the lock holder's stores of the
   // handshake (protocol 4). The caller then folds every slot (Snapshot()).
   void WithdrawAndPublish(std::atomic<std::uint64_t>& state_word, std::uint64_t word) noexcept {
-    for (auto& limit : limits_) limit.store(0, std::memory_order_relaxed);
+    for (LimitLine& limit : limits_) limit.value.store(0, std::memory_order_relaxed);
     withdrawals_.store(withdrawals_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
     state_word.store(word, std::memory_order_seq_cst);
   }
@@ -231,11 +230,19 @@ class RelaxedOutcomeLog {
   static_assert(sizeof(Slot) == 256, "count + 31 entries: four cache lines exactly");
 
   Slot slots_[kSlots];
-  // Read by every deferred failure, written only by grants and withdrawals,
-  // so on lines of their own: a grant reads no line another thread keeps
-  // writing. One line for all slots' limits.
-  alignas(64) std::atomic<std::uint64_t> limits_[kSlots] = {};
-  static_assert(sizeof(std::atomic<std::uint64_t>) * kSlots <= 64, "the limits share one line");
+  // Slot i's limit, read by its owner on every deferred failure and written
+  // under the lock by its owner's own grants (GrantLocked() raises only the
+  // granting thread's) and by withdrawals; no other thread reads it (the
+  // lock holder has its copy). So each on a line of its own, apart from the
+  // slots (the fold reads those): in steady state the owner's copy of the
+  // line stays valid. With one line for all limits, each grant took the line
+  // from the other core and the other thread's next failure took it back
+  // (docs/performance.md, "Three lines a grant").
+  struct alignas(64) LimitLine {
+    std::atomic<std::uint64_t> value{0};
+  };
+  static_assert(sizeof(LimitLine) == 64, "a limit per cache line");
+  LimitLine limits_[kSlots];
   std::atomic<std::uint64_t> withdrawals_{0};
   [[maybe_unused]] char pad_after_withdrawals_[64 - sizeof(std::atomic<std::uint64_t>)] = {};
 };

@@ -53,8 +53,10 @@ void CircuitBreaker::RecordGeneral(std::uint32_t epoch, bool half_open_slot,
     const char* window = reinterpret_cast<const char*>(&core_->closed_window);
     __builtin_prefetch(window, 1);
     __builtin_prefetch(window + 64, 1);
-    internal::SpinMutexLock lock(&core_->mu);
+    // When the outcome was reported: read before the lock, not while the
+    // other threads wait for it.
     const std::int64_t second = SecondOf(CoarseNow());
+    internal::SpinMutexLock lock(&core_->mu);
     const std::uint64_t word = word_.load(std::memory_order_relaxed);
     const State state = StateOf(word);
     const bool stale = EpochOf(word) != epoch;

@@ -120,17 +120,33 @@ void SlidingWindow::RecordFailuresAmongSuccesses(std::span<const std::uint64_t> 
     return;
   }
   // Outcome j of the `total` goes to slot (head_ + j) % size; only those from
-  // `first` on are not overwritten by a later one.
-  const std::size_t words = (static_cast<std::size_t>(size_) + kPerWord - 1) / kPerWord;
-  std::fill(bits_, bits_ + words, 0);
+  // `first` on are not overwritten by a later one. Those span less than one
+  // turn of the ring, so their slots are found by stepping and wrapping once,
+  // not by a division per failure (this runs under the breaker's lock).
+  if (bits_ == inline_bits_) {
+    for (std::uint64_t& w : inline_bits_) w = 0;  // No call for four words.
+  } else {
+    std::fill(heap_bits_.begin(), heap_bits_.end(), 0);
+  }
   totals_ = WindowTotals{.calls = size_};
   const std::uint64_t first = total - size;
   const std::uint64_t head = static_cast<std::uint64_t>(head_);
-  std::uint64_t j = 0;  // The failure's place in the sequence.
+  std::uint64_t j = 0;     // The failure's place in the sequence.
+  std::uint64_t last = 0;  // The place of the last failure kept, if any.
+  std::uint64_t slot = 0;  // Its slot: (head + last) % size.
+  bool kept = false;
   for (const std::uint64_t n : successes_before) {
     j += n;
     if (j >= first) {
-      SetSlot(static_cast<int>((head + j) % size), kFailed);
+      if (kept) {
+        slot += j - last;  // < size: both places lie in the last turn.
+        if (slot >= size) slot -= size;
+      } else {
+        slot = (head + j) % size;
+        kept = true;
+      }
+      last = j;
+      SetSlot(static_cast<int>(slot), kFailed);
       ++totals_.failed;
     }
     ++j;

@@ -46,14 +46,40 @@ inline constexpr std::uint64_t kK1 = 0xe7037ed1a0b428dbull;
 inline constexpr std::uint64_t kK2 = 0x8ebc6af09c88c6e3ull;
 inline constexpr std::uint64_t kK3 = 0x589965cc75374cc3ull;
 
+// The key of the hash: two words that no one outside the process knows.
+// Keys come from outside (a subject in a request), and with a hash anyone
+// can compute, a client can pick keys that share their low bits and pile
+// them into one probe run: every lookup among them then walks the run
+// (4,000 such keys: 1.3 us a hit instead of 24 ns; docs/performance.md).
+// With the secret in both operands of every multiply, no key can zero an
+// operand or swap two without knowing it.
+struct HashSecret {
+  std::uint64_t a;
+  std::uint64_t b;
+};
+
+// Fresh random words (getrandom(2); the clock and addresses if that fails).
+HashSecret NewHashSecret() noexcept;
+
+// This process's secret: chosen once, on first use, so that every hash of
+// the process (a RegistryKey's, a registry's) agrees.
+inline const HashSecret& ProcessHashSecret() noexcept {
+  static const HashSecret kSecret = NewHashSecret();
+  return kSecret;
+}
+
 // Keys of up to 48 bytes (seed 000's "provider:workload:subject" keys are
 // 30-45) are hashed in at most three independent lanes of 16 bytes and one
 // final fold: two multiplies deep, not one per 16 bytes in a chain. Longer keys
 // go 48 bytes a step, then the last 48 (overlapping: fine for a hash).
-[[gnu::always_inline]] inline std::uint64_t HashKey(std::string_view key) noexcept {
+[[gnu::always_inline]] inline std::uint64_t HashKey(std::string_view key,
+                                                    const HashSecret& secret) noexcept {
   const auto* p = reinterpret_cast<const unsigned char*>(key.data());
   const std::size_t size = key.size();
-  const std::uint64_t seed = kK0 ^ (static_cast<std::uint64_t>(size) * kK1);
+  const std::uint64_t seed = secret.b ^ (static_cast<std::uint64_t>(size) * kK1);
+  const std::uint64_t k1 = secret.a ^ kK1;
+  const std::uint64_t k2 = secret.a ^ kK2;
+  const std::uint64_t k3 = secret.a ^ kK3;
   if (size <= 16) {
     std::uint64_t a = 0;
     std::uint64_t b = 0;
@@ -66,7 +92,7 @@ inline constexpr std::uint64_t kK3 = 0x589965cc75374cc3ull;
     } else if (size > 0) {
       a = (std::uint64_t{p[0]} << 16) | (std::uint64_t{p[size / 2]} << 8) | p[size - 1];
     }
-    return Mix(Mix(a ^ kK1, b ^ seed) ^ kK2, static_cast<std::uint64_t>(size) ^ kK0);
+    return Mix(Mix(a ^ k1, b ^ seed) ^ k2, static_cast<std::uint64_t>(size) ^ secret.b ^ kK0);
   }
   const unsigned char* const end = p + size;
   std::uint64_t h0 = seed;
@@ -74,20 +100,25 @@ inline constexpr std::uint64_t kK3 = 0x589965cc75374cc3ull;
   std::uint64_t h2 = seed ^ kK3;
   if (size > 48) {
     for (; end - p > 48; p += 48) {
-      h0 = Mix(Load64(p) ^ kK1, Load64(p + 8) ^ h0);
-      h1 = Mix(Load64(p + 16) ^ kK2, Load64(p + 24) ^ h1);
-      h2 = Mix(Load64(p + 32) ^ kK3, Load64(p + 40) ^ h2);
+      h0 = Mix(Load64(p) ^ k1, Load64(p + 8) ^ h0);
+      h1 = Mix(Load64(p + 16) ^ k2, Load64(p + 24) ^ h1);
+      h2 = Mix(Load64(p + 32) ^ k3, Load64(p + 40) ^ h2);
     }
     p = end - 48;
-    h0 = Mix(Load64(p) ^ kK1, Load64(p + 8) ^ h0);
-    h1 = Mix(Load64(p + 16) ^ kK2, Load64(p + 24) ^ h1);
-    h2 = Mix(Load64(p + 32) ^ kK3, Load64(p + 40) ^ h2);
+    h0 = Mix(Load64(p) ^ k1, Load64(p + 8) ^ h0);
+    h1 = Mix(Load64(p + 16) ^ k2, Load64(p + 24) ^ h1);
+    h2 = Mix(Load64(p + 32) ^ k3, Load64(p + 40) ^ h2);
   } else {
-    h0 = Mix(Load64(p) ^ kK1, Load64(p + 8) ^ h0);
-    h1 = Mix(Load64(end - 16) ^ kK2, Load64(end - 8) ^ h1);
-    if (size > 32) h2 = Mix(Load64(p + 16) ^ kK3, Load64(p + 24) ^ h2);
+    h0 = Mix(Load64(p) ^ k1, Load64(p + 8) ^ h0);
+    h1 = Mix(Load64(end - 16) ^ k2, Load64(end - 8) ^ h1);
+    if (size > 32) h2 = Mix(Load64(p + 16) ^ k3, Load64(p + 24) ^ h2);
   }
-  return Mix(h0 ^ h2 ^ kK2, h1 ^ static_cast<std::uint64_t>(size) ^ kK0);
+  return Mix(h0 ^ h2 ^ k2, h1 ^ static_cast<std::uint64_t>(size) ^ kK0);
+}
+
+// The hash every key of this process gets.
+[[gnu::always_inline]] inline std::uint64_t HashKey(std::string_view key) noexcept {
+  return HashKey(key, ProcessHashSecret());
 }
 
 }  // namespace fusebox::internal

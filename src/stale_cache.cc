@@ -75,8 +75,7 @@ Status MemorySnapshotStore::PutAged(std::string_view key, std::string value, Dur
   return Status();
 }
 
-void MemorySnapshotStore::EraseLocked(
-    std::unordered_map<std::string_view, Lru::iterator>::iterator it) {
+void MemorySnapshotStore::EraseLocked(Index::iterator it) {
   Lru::iterator entry = it->second;
   bytes_ -= Charge(entry->key, entry->value);
   index_.erase(it);  // Before the entry whose key the index's string_view views.

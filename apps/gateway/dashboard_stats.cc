@@ -191,8 +191,8 @@ void DashboardStats::Tick(TimePoint now, const std::vector<BreakerSample>& sampl
     timeline_origin_ = now;
   }
   const std::int64_t bucket = BucketOf(now);
-  std::unordered_map<std::string, std::int64_t> stale;
-  std::unordered_map<std::string, Timeline> timelines;
+  KeyMap<std::int64_t> stale;
+  KeyMap<Timeline> timelines;
   {
     internal::MutexLock lock(&pending_mu_);
     stale.swap(stale_);

@@ -48,12 +48,19 @@
 #include "apps/gateway/group_latencies.h"
 #include "fusebox/circuit_breaker.h"
 #include "fusebox/clock.h"
+#include "fusebox/internal/key_hash.h"
 #include "fusebox/internal/mutex.h"
 #include "fusebox/internal/thread_annotations.h"
 #include "fusebox/registry.h"
 #include "fusebox/result.h"
 
 namespace fusebox::gateway {
+
+// Maps keyed by breaker names and keys, which requests choose: hashed with
+// internal::KeyHash (keyed by a secret), so that no client can pile them into
+// one bucket.
+template <typename V>
+using KeyMap = std::unordered_map<std::string, V, internal::KeyHash>;
 
 // Open /dashboard/events streams at most (docs/gateway.md): one more is
 // answered 503 TOO_MANY_STREAMS.
@@ -284,22 +291,22 @@ class DashboardStats {
   const Options options_;
   // Tick()'s own, on the ticking thread.
   std::optional<TimePoint> origin_;
-  std::unordered_map<std::string, BreakerEntry> breakers_;
-  std::unordered_map<std::string, KeyEntry> keys_;
+  KeyMap<BreakerEntry> breakers_;
+  KeyMap<KeyEntry> keys_;
   std::map<std::string, GroupEntry> groups_;
   // Each tick's counts of the last kRecent, oldest first (Frame::recent).
   std::deque<std::pair<TimePoint, IntervalCounts>> recent_;
   // Each histogram's cumulative counts at the last tick.
-  std::unordered_map<std::string, LatencyCounts> latency_last_;
+  KeyMap<LatencyCounts> latency_last_;
   GroupLatencies latencies_;
   // Written by Tick(), read by streams starting on other threads.
   mutable internal::Mutex frame_mu_;
   std::shared_ptr<const Frame> frame_ FUSEBOX_GUARDED_BY(frame_mu_) = std::make_shared<Frame>();
 
   mutable internal::Mutex pending_mu_;
-  std::unordered_map<std::string, std::int64_t> stale_ FUSEBOX_GUARDED_BY(pending_mu_);
+  KeyMap<std::int64_t> stale_ FUSEBOX_GUARDED_BY(pending_mu_);
   using Timeline = std::shared_ptr<const std::vector<TimelineEntry>>;
-  std::unordered_map<std::string, Timeline> timelines_ FUSEBOX_GUARDED_BY(pending_mu_);
+  KeyMap<Timeline> timelines_ FUSEBOX_GUARDED_BY(pending_mu_);
   // Set by the first Tick (OnTransition before it counts from 0).
   std::optional<TimePoint> timeline_origin_ FUSEBOX_GUARDED_BY(pending_mu_);
 };

@@ -162,7 +162,10 @@ class RegistryKey {
   const std::string& key() const noexcept { return key_; }
   std::uint64_t hash() const noexcept { return hash_; }
 
-  // The registry's hash of a key: 64 bits, seedless, stable within a build.
+  // The registry's hash of a key: 64 bits, keyed by a secret that the
+  // process draws at random on first use (so that no client can choose keys
+  // that pile into one probe run): the same within a process, different in
+  // the next one. Never store it or send it to another process.
   static std::uint64_t Hash(std::string_view key) noexcept;
 
  private:

@@ -44,6 +44,7 @@
 #include <unordered_map>
 
 #include "fusebox/clock.h"
+#include "fusebox/internal/key_hash.h"
 #include "fusebox/internal/mutex.h"
 #include "fusebox/internal/thread_annotations.h"
 #include "fusebox/result.h"
@@ -152,15 +153,15 @@ class MemorySnapshotStore final : public SnapshotStore {
   using Lru = std::list<Entry>;  // Most recently used first.
 
   explicit MemorySnapshotStore(Options options) : options_(options) {}
-  void EraseLocked(std::unordered_map<std::string_view, Lru::iterator>::iterator it)
-      FUSEBOX_REQUIRES(mu_);
+  using Index = std::unordered_map<std::string_view, Lru::iterator, internal::KeyHash>;
+  void EraseLocked(Index::iterator it) FUSEBOX_REQUIRES(mu_);
 
   const Options options_;
   mutable internal::Mutex mu_;
   Lru lru_ FUSEBOX_GUARDED_BY(mu_);
   std::size_t bytes_ FUSEBOX_GUARDED_BY(mu_) = 0;
   // Keys point into lru_'s entries, whose addresses list operations keep.
-  std::unordered_map<std::string_view, Lru::iterator> index_ FUSEBOX_GUARDED_BY(mu_);
+  Index index_ FUSEBOX_GUARDED_BY(mu_);
 };
 
 // A bounded MemorySnapshotStore (the local tier) in front of another store

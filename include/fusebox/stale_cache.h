@@ -49,6 +49,7 @@
 
 #include "fusebox/call_kind.h"
 #include "fusebox/clock.h"
+#include "fusebox/internal/key_hash.h"
 #include "fusebox/internal/mutex.h"
 #include "fusebox/internal/thread_annotations.h"
 #include "fusebox/result.h"
@@ -91,7 +92,7 @@ class SingleFlight {
   // Callers waiting on the call in flight for `key` (the leader excluded).
   std::size_t WaitersForTesting(std::string_view key) const FUSEBOX_EXCLUDES(mu_) {
     internal::MutexLock lock(&mu_);
-    auto it = calls_.find(std::string(key));
+    auto it = calls_.find(key);
     return it == calls_.end() ? 0 : it->second->waiters;
   }
 
@@ -99,7 +100,7 @@ class SingleFlight {
   void AwaitWaitersForTesting(std::string_view key, std::size_t n) FUSEBOX_EXCLUDES(mu_) {
     internal::MutexLock lock(&mu_);
     for (;;) {
-      auto it = calls_.find(std::string(key));
+      auto it = calls_.find(key);
       if (it != calls_.end() && it->second->waiters >= n) return;
       cv_.Wait(&mu_);
     }
@@ -127,7 +128,10 @@ class SingleFlight {
   mutable internal::Mutex mu_;
   // Signals both "a call finished" and "a waiter arrived" (for the test hook).
   internal::CondVar cv_;
-  std::unordered_map<std::string, std::shared_ptr<Call>> calls_ FUSEBOX_GUARDED_BY(mu_);
+  // Keyed by the caller's keys, which come from outside: KeyHash, not
+  // std::hash, so that no one can choose keys that share a bucket.
+  std::unordered_map<std::string, std::shared_ptr<Call>, internal::KeyHash, std::equal_to<>> calls_
+      FUSEBOX_GUARDED_BY(mu_);
 };
 
 // Builds a snapshot key from `base` and request parameters (page cursor,
@@ -233,7 +237,7 @@ Result<T> SingleFlight<T>::Do(std::string_view key, F&& fn) {
   std::shared_ptr<Call> call;
   {
     internal::MutexLock lock(&mu_);
-    auto it = calls_.find(std::string(key));
+    auto it = calls_.find(key);
     if (it != calls_.end()) {
       // A waiter: hold the Call by shared_ptr, since the leader erases it
       // from calls_ when it finishes.

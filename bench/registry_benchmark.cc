@@ -28,6 +28,7 @@
 #include "alloc_counter.h"
 #include "fusebox/registry.h"
 #include "key_sets.h"
+#include "src/registry_hash.h"
 
 namespace fusebox {
 namespace {
@@ -140,6 +141,43 @@ BENCHMARK(BM_Registry_Hot64_RegistryKey_BorrowAt)->Threads(1)->Threads(2)->UseRe
 BENCHMARK(BM_Registry_Scattered5000_RegistryKey_BorrowAt)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Hot64_RegistryKey_BorrowPair)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Registry_Scattered5000_RegistryKey_BorrowPair)->Threads(1)->Threads(2)->UseRealTime();
+
+// 1,000 keys a client chose so that their hashes share the low 12 bits, on a
+// registry of 1,000 (a table of 2,048 slots: were their hashes those, all
+// would sit in one probe run), hit by string in turn, one thread:
+// - kPublic: chosen under a hash anyone can compute (the registry's hash
+//   with its lanes' constants bare: the hash before it took a secret);
+// - kKnown: chosen under this process's secret, what a client that learned
+//   it could do (and what any client could before);
+// - kPlain: 1,000 keys of the same shape, not chosen.
+enum class Chosen { kPlain, kPublic, kKnown };
+
+template <Chosen kChosen>
+void BM_Registry_ChosenKeys(benchmark::State& state) {
+  constexpr int kCount = 1000;
+  const internal::HashSecret secret = kChosen == Chosen::kKnown
+                                          ? internal::ProcessHashSecret()
+                                          : internal::HashSecret{0, internal::kK0};
+  std::vector<std::string> keys;
+  for (long long i = 0; static_cast<int>(keys.size()) < kCount; ++i) {
+    std::string key = Key(5000000000LL + i);
+    if (kChosen == Chosen::kPlain || (internal::HashKey(key, secret) & 0xFFF) == 0) {
+      keys.push_back(std::move(key));
+    }
+  }
+  std::unique_ptr<Registry> registry = *Registry::Create({.max_breakers = kCount});
+  for (const std::string& key : keys) (void)registry->Get(key);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    Result<BorrowedBreaker> b = registry->Borrow(keys[i]);
+    benchmark::DoNotOptimize(b);
+    if (++i == keys.size()) i = 0;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Registry_ChosenKeys<Chosen::kPlain>)->Name("BM_Registry_ChosenKeys_Plain");
+BENCHMARK(BM_Registry_ChosenKeys<Chosen::kPublic>)->Name("BM_Registry_ChosenKeys_UnderAPublicHash");
+BENCHMARK(BM_Registry_ChosenKeys<Chosen::kKnown>)->Name("BM_Registry_ChosenKeys_UnderTheSecret");
 
 // Yardsticks, in the same run. An uncontended atomic increment:
 void BM_Registry_Baseline_FetchAdd(benchmark::State& state) {

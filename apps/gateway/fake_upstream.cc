@@ -22,6 +22,7 @@
 #include "apps/gateway/fake_upstream_internal.h"
 #include "fusebox/internal/mutex.h"
 #include "fusebox/internal/thread_annotations.h"
+#include "src/tls_certificate_caches.h"
 
 namespace fusebox::gateway {
 namespace {
@@ -452,6 +453,8 @@ Result<std::unique_ptr<asio::ssl::context>> ServerTls(const FakeUpstreamOptions&
     }
     ctx->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
   }
+  // Shared by the handshakes of every event-loop thread.
+  fusebox::internal::FillCertificateCaches(native);
   return ctx;
 }
 

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "src/tls_certificate_caches.h"
+
 namespace fusebox::gateway {
 
 namespace asio = boost::asio;
@@ -139,6 +141,8 @@ Result<std::shared_ptr<TlsClientContext>> TlsClientContext::Create(
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
   SSL_CTX_sess_set_new_cb(ctx, &TlsClientContext::OnNewSession);
   SSL_CTX_set_ex_data(ctx, ContextIndex(), c.get());
+  // Shared from here by the handshakes of every I/O thread (Shared()).
+  fusebox::internal::FillCertificateCaches(ctx);
   return c;
 }
 

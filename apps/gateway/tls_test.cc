@@ -20,10 +20,12 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <latch>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "apps/gateway/config.h"
 #include "apps/gateway/fake_upstream.h"
@@ -237,6 +239,57 @@ TEST(UpstreamTls, PoolsWithTheSameSettingsShareOneContextAndItsSessions) {
   // The second pool's first connection resumed the first pool's session.
   EXPECT_EQ(second.tls_sessions_resumed(), 1u);
   EXPECT_EQ(up->TlsSessionsResumed(), 1);
+}
+
+// Pools on several threads handshake at the same instant over one context
+// none of them has used yet (mutual TLS, so the client's chain is read too).
+// Its certificates' caches were filled when it was made, so they only read
+// them: OpenSSL's race on a first use (src/tls_certificate_caches.h) is what
+// ThreadSanitizer would report here. Each round copies the files to new
+// paths: a new context. Each thread has an upstream of its own, so that no
+// TLS session passes between threads: OpenSSL frees a session on its atomic
+// reference count, which ThreadSanitizer cannot see inside an uninstrumented
+// libssl, and would report as a race that is not one.
+TEST(UpstreamTls, ThreadsHandshakingAtOnceOverAFreshContextShareItSafely) {
+  constexpr int kRounds = 12;
+  constexpr int kThreads = 4;
+  std::vector<std::unique_ptr<FakeUpstream>> ups;
+  for (int t = 0; t < kThreads; ++t) {
+    ups.push_back(Serve("server", {.tls_client_ca_file = Certs::File("ca.pem")}));
+    ASSERT_TRUE(ups.back());
+  }
+  static int contexts_made = 0;  // new paths under --gtest_repeat too
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string dir = Certs::File("fresh" + std::to_string(contexts_made++));
+    std::filesystem::create_directories(dir);
+    TlsClientSettings tls = Https(*ups[0]).tls;
+    tls.ca_file = dir + "/ca.pem";
+    tls.client_cert = dir + "/client.pem";
+    tls.client_key = dir + "/client.key";
+    std::filesystem::copy_file(Certs::File("ca.pem"), tls.ca_file);
+    std::filesystem::copy_file(Certs::File("client.pem"), tls.client_cert);
+    std::filesystem::copy_file(Certs::File("client.key"), tls.client_key);
+    std::vector<std::unique_ptr<UpstreamPool>> pools;
+    for (int t = 0; t < kThreads; ++t) {
+      UpstreamConfig config = Https(*ups[t]);
+      config.tls = tls;
+      pools.push_back(std::make_unique<UpstreamPool>(config));
+    }
+    std::latch start(kThreads);
+    std::vector<std::future<Status>> sent;
+    for (int t = 0; t < kThreads; ++t) {
+      sent.push_back(std::async(std::launch::async, [&, t] {
+        start.arrive_and_wait();
+        Result<UpstreamReply> reply = pools[t]->Send(Get());
+        return reply ? Status() : reply.error();
+      }));
+    }
+    for (int t = 0; t < kThreads; ++t) {
+      const Status s = sent[t].get();
+      EXPECT_TRUE(s.ok()) << "round " << round << ", thread " << t << ": " << s;
+      EXPECT_EQ(pools[t]->tls_handshakes(), 1u) << "round " << round << ", thread " << t;
+    }
+  }
 }
 
 TEST(UpstreamTls, TheAsyncPoolKeepsOneConnectionForManyRequests) {

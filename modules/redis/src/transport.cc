@@ -25,6 +25,8 @@
 #include <tuple>
 #include <utility>
 
+#include "src/tls_certificate_caches.h"
+
 namespace fusebox::redis::internal {
 namespace {
 
@@ -271,6 +273,8 @@ Result<SSL_CTX*> MakeContext(const ConnectionOptions& o) {
                                           "' does not match client_cert '" + o.client_cert + "'"));
     }
   }
+  // Shared from here by the connections of every thread (SharedContext()).
+  fusebox::internal::FillCertificateCaches(ctx);
   return ctx;
 }
 

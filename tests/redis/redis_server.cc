@@ -1,6 +1,7 @@
 #include "tests/redis/redis_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -212,10 +214,19 @@ Status RedisServer::Spawn() {
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  const std::string stdio_log = dir_ + "/stdio.log";
   const pid_t pid = fork();
   if (pid < 0) return Status::Internal(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
-    // Child: only async-signal-safe calls until exec.
+    // Child: only async-signal-safe calls until exec. Its stdout and stderr
+    // (what it says before its logfile is open) go to a file, not to the
+    // test's: a test process that dies without stopping it (a sanitizer's
+    // halt) must not leave ctest waiting on a pipe the server holds open.
+    if (const int out = open(stdio_log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600); out >= 0) {
+      dup2(out, STDOUT_FILENO);
+      dup2(out, STDERR_FILENO);
+      if (out > STDERR_FILENO) close(out);
+    }
     execv(argv[0], argv.data());
     _exit(127);
   }
@@ -398,10 +409,11 @@ Status RedisServer::ScriptFlush() {
 }
 
 std::string RedisServer::LogTail() const {
-  std::ifstream in(dir_ + "/redis.log");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  std::string text;
+  for (const char* name : {"/stdio.log", "/redis.log"}) {
+    std::ifstream in(dir_ + name);
+    text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   if (text.size() > 2000) text = text.substr(text.size() - 2000);
   return text;
 }
